@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build and all test tiers need. Idempotent: packages that
+# are already installed are skipped, and apt is not touched at all when nothing is missing.
+set -euo pipefail
+
+# Build and unit/e2e tiers.
+BUILD_PACKAGES=(
+  build-essential cmake ninja-build pkg-config g++ clang-format
+  rdma-core ibverbs-providers libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils
+  libdpdk-dev liburing-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+# VM tier (QEMU guest with soft-RoCE and VFIO; see docs/architecture.md).
+VM_PACKAGES=(
+  qemu-system-x86 busybox-static cpio kmod nvme-cli fio tshark
+)
+
+missing=()
+for package in "${BUILD_PACKAGES[@]}" "${VM_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#BUILD_PACKAGES[@]} build and ${#VM_PACKAGES[@]} VM-tier packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer once so the install never prompts.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

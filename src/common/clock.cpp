@@ -1,0 +1,68 @@
+#include "common/clock.h"
+
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+namespace nvmf {
+
+uint64_t monotonic_now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t MonotonicClock::now_ns() const noexcept { return monotonic_now_ns(); }
+
+MonotonicClock& MonotonicClock::instance() noexcept {
+  static MonotonicClock clock;
+  return clock;
+}
+
+bool TscClock::invariant_tsc_available() noexcept {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_max(0x80000000, nullptr) < 0x80000007) return false;
+  __cpuid(0x80000007, eax, ebx, ecx, edx);
+  return (edx & (1u << 8)) != 0;  // CPUID.80000007H:EDX[8] = invariant TSC
+#else
+  return false;
+#endif
+}
+
+TscClock::TscClock() noexcept {
+#if defined(__x86_64__)
+  if (!invariant_tsc_available()) return;
+  // Calibrate over 10 ms: long enough for < 0.1% error, short enough for start-up.
+  constexpr uint64_t kCalibrationNs = 10 * 1000 * 1000;
+  uint64_t start_ns = monotonic_now_ns();
+  uint64_t start_ticks = __rdtsc();
+  uint64_t end_ns = start_ns;
+  while (end_ns - start_ns < kCalibrationNs) end_ns = monotonic_now_ns();
+  uint64_t end_ticks = __rdtsc();
+  if (end_ticks <= start_ticks) return;
+  ticks_per_second_ = (end_ticks - start_ticks) * 1000000000ull / (end_ns - start_ns);
+  if (ticks_per_second_ == 0) return;
+  base_ticks_ = end_ticks;
+  base_ns_ = end_ns;
+  use_tsc_ = true;
+#endif
+}
+
+uint64_t TscClock::now_ns() const noexcept {
+#if defined(__x86_64__)
+  if (use_tsc_) {
+    uint64_t ticks = __rdtsc() - base_ticks_;
+    // Split to avoid overflowing 64 bits: whole seconds, then the remainder.
+    uint64_t seconds = ticks / ticks_per_second_;
+    uint64_t remainder = ticks % ticks_per_second_;
+    return base_ns_ + seconds * 1000000000ull + remainder * 1000000000ull / ticks_per_second_;
+  }
+#endif
+  return monotonic_now_ns();
+}
+
+}  // namespace nvmf
