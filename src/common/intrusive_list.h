@@ -56,6 +56,17 @@ class IntrusiveList {
     --size_;
   }
 
+  // The element after `item`, or nullptr at the end. `item` must be on this list.
+  T* next_of(T& item) noexcept {
+    ListNode* next = node_of(item)->next;
+    return next == &head_ ? nullptr : &owner_of(next);
+  }
+
+  // Links `item` in front of `position`, which must be on this list.
+  void insert_before(T& position, T& item) noexcept {
+    insert_before(node_of(position), node_of(item));
+  }
+
   // Unlinks everything (elements are not owned, so nothing is destroyed).
   void clear() noexcept {
     while (pop_front() != nullptr) {

@@ -1,0 +1,202 @@
+// Reactors: one polled event loop per thread (optionally pinned to a core), running pollers
+// with a budget, timers, and a bounded message ring through which other threads hand it work.
+// Everything registered on a reactor is owned by that reactor's thread; other threads talk to
+// it only by send(). No EAL is needed: threads are plain std::threads.
+//
+// Modes (ReactorOpts::mode):
+//   poll       spin forever; lowest latency, one core at 100% (benchmarks).
+//   interrupt  after an idle iteration, sleep in epoll_wait on the message eventfd, a timerfd
+//              armed for the next timer, and every fd a poller registered (CQ channels,
+//              io_uring eventfds). For laptops, VMs and CI.
+//   adaptive   poll while there is work; sleep as in interrupt mode once idle for
+//              adaptive_idle_ns.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "common/clock.h"
+#include "common/intrusive_list.h"
+#include "common/result.h"
+#include "common/util.h"
+#include "env/ring.h"
+
+namespace nvmf::reactor {
+
+enum class Mode { poll, interrupt, adaptive };
+const char* mode_name(Mode mode) noexcept;
+bool mode_parse(const char* text, Mode* mode) noexcept;
+
+// Returns the amount of work done (completions reaped, requests advanced); 0 means idle.
+// `budget` is the most work items a poller should handle in one call (STYLE point 4: reap at
+// most a budget of completions per poll).
+using PollFn = int (*)(void* ctx, unsigned budget);
+using MessageFn = void (*)(void* ctx);
+using TimerFn = void (*)(void* ctx);
+
+class Reactor;
+
+// A function the reactor calls on every iteration. Owned by the caller, linked into the
+// reactor (no allocation); must outlive its registration.
+class Poller {
+ public:
+  Poller(const char* name, PollFn fn, void* ctx) noexcept : name_(name), fn_(fn), ctx_(ctx) {}
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+  ~Poller();
+
+  const char* name() const noexcept { return name_; }
+  bool registered() const noexcept { return reactor_ != nullptr; }
+  uint64_t run_count() const noexcept { return run_count_.load(std::memory_order_relaxed); }
+  uint64_t busy_count() const noexcept { return busy_count_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class Reactor;
+  const char* name_;
+  PollFn fn_;
+  void* ctx_;
+  Reactor* reactor_ = nullptr;
+  int interrupt_fd_ = -1;
+  ListNode link_;
+  // Written by the owner thread only; atomic so a stats reader on another thread is race-free.
+  std::atomic<uint64_t> run_count_{0};
+  std::atomic<uint64_t> busy_count_{0};
+};
+
+// A one-shot or periodic callback on the reactor's clock. Owned by the caller.
+class Timer {
+ public:
+  Timer(const char* name, TimerFn fn, void* ctx) noexcept : name_(name), fn_(fn), ctx_(ctx) {}
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  ~Timer();
+
+  const char* name() const noexcept { return name_; }
+  bool armed() const noexcept { return link_.linked(); }
+  uint64_t deadline_ns() const noexcept { return deadline_ns_; }
+  uint64_t fire_count() const noexcept { return fire_count_; }
+
+ private:
+  friend class Reactor;
+  const char* name_;
+  TimerFn fn_;
+  void* ctx_;
+  Reactor* reactor_ = nullptr;
+  uint64_t deadline_ns_ = 0;
+  uint64_t period_ns_ = 0;  // 0 = one-shot
+  uint64_t fire_count_ = 0;
+  ListNode link_;
+};
+
+struct ReactorOpts {
+  const char* name = "reactor";
+  Mode mode = Mode::poll;
+  // Messages in flight to this reactor at once; a full ring makes send() answer busy.
+  unsigned message_ring_size = 4096;
+  // Messages handled per iteration, so a flood of messages cannot starve the pollers.
+  unsigned message_budget = 64;
+  // Passed to each poller; 32 = SPDK's and the kernel's completion batch per poll.
+  unsigned poller_budget = 32;
+  // Adaptive mode: how long the reactor stays idle before it sleeps. 1 ms keeps a busy
+  // reactor polling between bursts yet lets an idle one sleep within a millisecond.
+  uint64_t adaptive_idle_ns = 1000 * 1000;
+  // Time source for timers and statistics; nullptr = MonotonicClock. Tests pass a FakeClock.
+  const Clock* clock = nullptr;
+};
+
+struct ReactorStats {
+  uint64_t iterations = 0;
+  uint64_t busy_iterations = 0;
+  uint64_t idle_iterations = 0;
+  uint64_t messages = 0;
+  uint64_t timer_fires = 0;
+  uint64_t sleeps = 0;  // times the reactor went to epoll_wait
+};
+
+class Reactor {
+ public:
+  // Creates the reactor's eventfd, timerfd and epoll fd. Does not start a thread: either
+  // run() it on a thread (ReactorGroup) or poll_once() it from a test (ReactorHarness).
+  static Result<std::unique_ptr<Reactor>> create(const ReactorOpts& opts) noexcept;
+  ~Reactor();
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  // --- any thread ---
+  // Queues fn(ctx) to run on this reactor. Errc::busy when the ring is full (the caller
+  // retries after polling its own reactor); never blocks, never allocates.
+  Result<void> send(MessageFn fn, void* ctx) noexcept;
+  // Asks run() to return after draining queued messages; wakes a sleeping reactor.
+  void request_stop() noexcept;
+  bool stop_requested() const noexcept { return stop_requested_.load(std::memory_order_acquire); }
+  ReactorStats stats() const noexcept;
+  const char* name() const noexcept { return opts_.name; }
+  Mode mode() const noexcept { return opts_.mode; }
+  const Clock& clock() const noexcept { return *clock_; }
+  // The reactor whose poll_once() or run() is executing on the calling thread, or nullptr.
+  static Reactor* current() noexcept;
+
+  // --- owner thread ---
+  // Registers a poller; with interrupt_fd >= 0 the reactor also wakes when that fd is
+  // readable (level-triggered: the poller must consume the readiness).
+  Result<void> add_poller(Poller& poller, int interrupt_fd = -1) noexcept;
+  // Safe from inside any poller, including the one being removed.
+  void remove_poller(Poller& poller) noexcept;
+  // Arms (or re-arms) a timer to fire after delay_ns, then every period_ns if non-zero.
+  void start_timer(Timer& timer, uint64_t delay_ns, uint64_t period_ns = 0) noexcept;
+  void cancel_timer(Timer& timer) noexcept;
+
+  // One iteration: messages (up to message_budget), every poller once, expired timers.
+  // Returns the work done; 0 = idle.
+  int poll_once() noexcept;
+  // Loops poll_once() until request_stop(), sleeping when idle as the mode says. Takes
+  // ownership of the reactor for the calling thread. Messages still queued at stop run
+  // before it returns, so no sender's context is leaked.
+  void run() noexcept;
+  // Sleeps in epoll_wait until a message, a timer or a poller fd wakes the reactor, or
+  // max_wait_ns passes. Returns false when it did not sleep because work was pending.
+  bool wait_for_events(uint64_t max_wait_ns) noexcept;
+
+  // Makes the calling thread the owner (the harness and run() do this).
+  void take_ownership() noexcept { owner_.reset_to_current(); }
+  size_t poller_count() const noexcept { return pollers_.size(); }
+  size_t armed_timer_count() const noexcept { return timers_.size(); }
+
+ private:
+  struct Message {
+    MessageFn fn;
+    void* ctx;
+  };
+  explicit Reactor(const ReactorOpts& opts);
+  int process_messages(unsigned budget) noexcept;
+  int run_pollers() noexcept;
+  int run_expired_timers() noexcept;
+  void insert_timer(Timer& timer) noexcept;
+  void arm_timerfd() noexcept;
+  void drain_fd(int fd) noexcept;
+  void wake() noexcept;
+
+  ReactorOpts opts_;
+  const Clock* clock_;
+  ThreadOwner owner_;
+  env::MpscRing<Message> messages_;
+  IntrusiveList<Poller, &Poller::link_> pollers_;
+  IntrusiveList<Timer, &Timer::link_> timers_;  // sorted by deadline, earliest first
+  Poller* next_poller_ = nullptr;  // iteration cursor, so a poller may remove any poller
+  int epoll_fd_ = -1;
+  int event_fd_ = -1;  // written by send()/request_stop() when the reactor sleeps
+  int timer_fd_ = -1;
+  uint64_t idle_since_ns_ = 0;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stop_requested_{false};
+
+  // Statistics: written by the owner only, read by anyone (relaxed).
+  std::atomic<uint64_t> iterations_{0};
+  std::atomic<uint64_t> busy_iterations_{0};
+  std::atomic<uint64_t> messages_handled_{0};
+  std::atomic<uint64_t> timer_fires_{0};
+  std::atomic<uint64_t> sleeps_{0};
+};
+
+}  // namespace nvmf::reactor

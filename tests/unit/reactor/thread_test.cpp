@@ -1,0 +1,218 @@
+// Reactors on real threads: cross-thread messages, interrupt and adaptive modes, clean stop.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "reactor/group.h"
+
+namespace nvmf::reactor {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Runs fn on the reactor's thread and waits for it (control path only: allocates).
+void run_on(Reactor& reactor, std::function<void()> fn) {
+  struct Call {
+    std::function<void()> fn;
+    std::promise<void> done;
+    static void run(void* ctx) {
+      auto* call = static_cast<Call*>(ctx);
+      call->fn();
+      call->done.set_value();
+    }
+  };
+  Call call{std::move(fn), {}};
+  auto done = call.done.get_future();
+  while (!reactor.send(&Call::run, &call)) std::this_thread::yield();
+  ASSERT_EQ(done.wait_for(10s), std::future_status::ready) << "reactor did not run the message";
+}
+
+// Waits (bounded) for a condition that another thread makes true.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return condition();
+}
+
+ReactorGroupOpts group_opts(unsigned count, Mode mode) {
+  ReactorGroupOpts opts;
+  opts.reactor_count = count;
+  opts.reactor.mode = mode;
+  opts.reactor.adaptive_idle_ns = 2 * 1000 * 1000;
+  return opts;
+}
+
+struct PingPong {
+  Reactor* reactors[2];
+  std::atomic<int> hops_left;
+  std::atomic<int> wrong_thread{0};
+  std::promise<void> finished;
+  static void hop(void* ctx) {
+    auto* game = static_cast<PingPong*>(ctx);
+    Reactor* here = Reactor::current();
+    if (here != game->reactors[0] && here != game->reactors[1]) ++game->wrong_thread;
+    if (game->hops_left.fetch_sub(1) == 1) {
+      game->finished.set_value();
+      return;
+    }
+    Reactor* there = here == game->reactors[0] ? game->reactors[1] : game->reactors[0];
+    while (!there->send(&PingPong::hop, game)) {
+    }
+  }
+};
+
+void play_ping_pong(Mode mode) {
+  auto group = ReactorGroup::start(group_opts(2, mode));
+  ASSERT_TRUE(group);
+  PingPong game{{&(*group)->reactor(0), &(*group)->reactor(1)}, {20000}, {}, {}};
+  auto finished = game.finished.get_future();
+  ASSERT_TRUE((*group)->reactor(0).send(&PingPong::hop, &game));
+  ASSERT_EQ(finished.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(game.wrong_thread.load(), 0);
+  (*group)->stop();
+  EXPECT_GT((*group)->reactor(0).stats().messages, 9000u);
+}
+
+TEST(ReactorThreads, PingPongInPollMode) { play_ping_pong(Mode::poll); }
+TEST(ReactorThreads, PingPongInInterruptMode) { play_ping_pong(Mode::interrupt); }
+TEST(ReactorThreads, PingPongInAdaptiveMode) { play_ping_pong(Mode::adaptive); }
+
+TEST(ReactorThreads, InterruptModeSleepsWhenIdleAndWakesOnAMessage) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));
+  uint64_t iterations_before = reactor.stats().iterations;
+  std::this_thread::sleep_for(50ms);
+  // Asleep: an idle reactor in interrupt mode must not spin.
+  EXPECT_LT(reactor.stats().iterations - iterations_before, 5u);
+  std::atomic<bool> ran{false};
+  run_on(reactor, [&] { ran = true; });
+  EXPECT_TRUE(ran.load());
+}
+
+struct FdPoller {
+  int fd;
+  std::atomic<uint64_t> consumed{0};
+  static int poll(void* ctx, unsigned) {
+    auto* self = static_cast<FdPoller*>(ctx);
+    uint64_t value = 0;
+    if (read(self->fd, &value, sizeof(value)) == sizeof(value)) {
+      self->consumed += value;
+      return 1;
+    }
+    return 0;
+  }
+};
+
+TEST(ReactorThreads, InterruptModeWakesOnAPollerFd) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  FdPoller state{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+  ASSERT_GE(state.fd, 0);
+  Poller poller("fd", &FdPoller::poll, &state);
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller, state.fd)); });
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 2; }));
+  uint64_t sleeps_before = reactor.stats().sleeps;
+  uint64_t seven = 7;
+  ASSERT_EQ(write(state.fd, &seven, sizeof(seven)), static_cast<ssize_t>(sizeof(seven)));
+  EXPECT_TRUE(eventually([&] { return state.consumed.load() == 7; }))
+      << "the reactor did not wake for a readable poller fd";
+  EXPECT_TRUE(eventually([&] { return reactor.stats().sleeps > sleeps_before; }))
+      << "after the work the reactor should sleep again";
+  run_on(reactor, [&] { reactor.remove_poller(poller); });
+  close(state.fd);
+}
+
+TEST(ReactorThreads, InterruptModeWakesForATimer) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  std::atomic<int> fired{0};
+  Timer timer("t", [](void* ctx) { ++*static_cast<std::atomic<int>*>(ctx); }, &fired);
+  auto start = std::chrono::steady_clock::now();
+  run_on(reactor, [&] { reactor.start_timer(timer, 20 * 1000 * 1000); });
+  ASSERT_TRUE(eventually([&] { return fired.load() == 1; }));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(elapsed, 19ms) << "fired before its deadline";
+  EXPECT_GE(reactor.stats().sleeps, 1u) << "the reactor should sleep until the timerfd fires";
+}
+
+TEST(ReactorThreads, AdaptiveModePollsWhileBusyThenSleeps) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::adaptive));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));
+  std::atomic<int> work_left{200000};
+  Poller busy("busy", [](void* ctx, unsigned) {
+    auto* left = static_cast<std::atomic<int>*>(ctx);
+    if (left->load() <= 0) return 0;
+    --*left;
+    return 1;
+  }, &work_left);
+  uint64_t sleeps_before = reactor.stats().sleeps;
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(busy)); });
+  ASSERT_TRUE(eventually([&] { return work_left.load() == 0; }));
+  // While the poller had work, the reactor never slept (at most the sleep it was in).
+  uint64_t sleeps_while_busy = reactor.stats().sleeps - sleeps_before;
+  EXPECT_LE(sleeps_while_busy, 1u);
+  EXPECT_TRUE(eventually([&] { return reactor.stats().sleeps > sleeps_before + sleeps_while_busy; }))
+      << "idle for longer than adaptive_idle_ns, the reactor should sleep";
+  run_on(reactor, [&] { reactor.remove_poller(busy); });
+}
+
+TEST(ReactorThreads, StopRunsMessagesQueuedBeforeIt) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  std::atomic<int> ran{0};
+  auto count = [](void* ctx) { ++*static_cast<std::atomic<int>*>(ctx); };
+  // Block the reactor so the messages below are still queued when stop is requested.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  struct Blocker {
+    std::shared_future<void> released;
+    static void run(void* ctx) { static_cast<Blocker*>(ctx)->released.wait(); }
+  } blocker{released};
+  ASSERT_TRUE(reactor.send(&Blocker::run, &blocker));
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(reactor.send(count, &ran));
+  reactor.request_stop();
+  release.set_value();
+  (*group)->stop();
+  EXPECT_EQ(ran.load(), 100);
+  (*group)->stop();  // idempotent
+}
+
+TEST(ReactorGroup, PinsToACoreAndRejectsABadOne) {
+  ReactorGroupOpts opts = group_opts(1, Mode::interrupt);
+  opts.cores = {0};
+  auto group = ReactorGroup::start(opts);
+  ASSERT_TRUE(group);
+  int cpu = -1;
+  run_on((*group)->reactor(0), [&] { cpu = sched_getcpu(); });
+  EXPECT_EQ(cpu, 0);
+  (*group)->stop();
+
+  opts.cores = {4096};
+  auto bad = ReactorGroup::start(opts);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, Errc::invalid_argument);
+
+  ReactorGroupOpts none;
+  none.reactor_count = 0;
+  EXPECT_FALSE(ReactorGroup::start(none));
+}
+
+}  // namespace
+}  // namespace nvmf::reactor

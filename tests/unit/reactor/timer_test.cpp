@@ -1,0 +1,140 @@
+// Timers on a FakeClock: deadlines, periods, ordering, cancellation.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "reactor/harness.h"
+
+namespace nvmf::reactor {
+namespace {
+
+constexpr uint64_t kMs = 1000 * 1000;
+
+struct Fired {
+  std::vector<std::string> order;
+};
+struct NamedTimer {
+  Fired* fired;
+  const char* name;
+  static void fire(void* ctx) {
+    auto* self = static_cast<NamedTimer*>(ctx);
+    self->fired->order.push_back(self->name);
+  }
+};
+
+TEST(Timer, OneShotFiresOnceAtItsDeadline) {
+  ReactorHarness harness(1);
+  Fired fired;
+  NamedTimer state{&fired, "a"};
+  Timer timer("a", &NamedTimer::fire, &state);
+  harness.reactor(0).start_timer(timer, 10 * kMs);
+  EXPECT_TRUE(timer.armed());
+  harness.advance_ms(9);
+  EXPECT_TRUE(fired.order.empty());
+  harness.advance_ms(1);
+  EXPECT_EQ(fired.order.size(), 1u);
+  EXPECT_FALSE(timer.armed());
+  harness.advance_ms(100);
+  EXPECT_EQ(fired.order.size(), 1u);
+  EXPECT_EQ(timer.fire_count(), 1u);
+}
+
+TEST(Timer, PeriodicFiresEveryPeriodAndSkipsMissedOnes) {
+  ReactorHarness harness(1);
+  Fired fired;
+  NamedTimer state{&fired, "p"};
+  Timer timer("p", &NamedTimer::fire, &state);
+  harness.reactor(0).start_timer(timer, 5 * kMs, 5 * kMs);
+  for (int i = 0; i < 4; ++i) harness.advance_ms(5);
+  EXPECT_EQ(timer.fire_count(), 4u);
+  // The reactor stalls for 50 ms: one late firing, not ten in a burst.
+  harness.advance_ms(50);
+  EXPECT_EQ(timer.fire_count(), 5u);
+  harness.advance_ms(5);
+  EXPECT_EQ(timer.fire_count(), 6u);
+  harness.reactor(0).cancel_timer(timer);
+  harness.advance_ms(50);
+  EXPECT_EQ(timer.fire_count(), 6u);
+}
+
+TEST(Timer, FireInDeadlineOrderRegardlessOfStartOrder) {
+  ReactorHarness harness(1);
+  Fired fired;
+  NamedTimer sc{&fired, "c"}, sa{&fired, "a"}, sb{&fired, "b"}, sd{&fired, "d"};
+  Timer c("c", &NamedTimer::fire, &sc), a("a", &NamedTimer::fire, &sa);
+  Timer b("b", &NamedTimer::fire, &sb), d("d", &NamedTimer::fire, &sd);
+  harness.reactor(0).start_timer(c, 30 * kMs);
+  harness.reactor(0).start_timer(a, 10 * kMs);
+  harness.reactor(0).start_timer(d, 40 * kMs);
+  harness.reactor(0).start_timer(b, 20 * kMs);
+  EXPECT_EQ(harness.reactor(0).armed_timer_count(), 4u);
+  harness.advance_ms(100);
+  EXPECT_EQ(fired.order, (std::vector<std::string>{"a", "b", "c", "d"}));
+}
+
+TEST(Timer, CancelAndRestart) {
+  ReactorHarness harness(1);
+  Fired fired;
+  NamedTimer state{&fired, "t"};
+  Timer timer("t", &NamedTimer::fire, &state);
+  harness.reactor(0).start_timer(timer, 10 * kMs);
+  harness.advance_ms(5);
+  harness.reactor(0).start_timer(timer, 10 * kMs);  // restart: deadline moves out
+  harness.advance_ms(6);
+  EXPECT_TRUE(fired.order.empty()) << "a restarted timer must use the new deadline";
+  harness.advance_ms(4);
+  EXPECT_EQ(fired.order.size(), 1u);
+  harness.reactor(0).start_timer(timer, 10 * kMs);
+  harness.reactor(0).cancel_timer(timer);
+  harness.reactor(0).cancel_timer(timer);  // idempotent
+  harness.advance_ms(20);
+  EXPECT_EQ(fired.order.size(), 1u);
+}
+
+struct SelfCancelling {
+  Reactor* reactor;
+  Timer* timer;
+  int fires = 0;
+  static void fire(void* ctx) {
+    auto* self = static_cast<SelfCancelling*>(ctx);
+    if (++self->fires == 3) self->reactor->cancel_timer(*self->timer);
+  }
+};
+
+TEST(Timer, PeriodicTimerMayCancelItselfInItsCallback) {
+  ReactorHarness harness(1);
+  SelfCancelling state{&harness.reactor(0), nullptr};
+  Timer timer("self", &SelfCancelling::fire, &state);
+  state.timer = &timer;
+  harness.reactor(0).start_timer(timer, kMs, kMs);
+  for (int i = 0; i < 10; ++i) harness.advance_ms(1);
+  EXPECT_EQ(state.fires, 3);
+  EXPECT_FALSE(timer.armed());
+}
+
+TEST(Timer, DestroyingAnArmedTimerUnlinksIt) {
+  ReactorHarness harness(1);
+  Fired fired;
+  NamedTimer state{&fired, "gone"};
+  {
+    Timer timer("gone", &NamedTimer::fire, &state);
+    harness.reactor(0).start_timer(timer, kMs);
+  }
+  EXPECT_EQ(harness.reactor(0).armed_timer_count(), 0u);
+  harness.advance_ms(5);
+  EXPECT_TRUE(fired.order.empty());
+}
+
+TEST(Timer, ZeroDelayFiresOnTheNextPoll) {
+  ReactorHarness harness(1);
+  Fired fired;
+  NamedTimer state{&fired, "now"};
+  Timer timer("now", &NamedTimer::fire, &state);
+  harness.reactor(0).start_timer(timer, 0);
+  EXPECT_EQ(harness.reactor(0).poll_once(), 1);
+  EXPECT_EQ(harness.reactor(0).stats().timer_fires, 1u);
+}
+
+}  // namespace
+}  // namespace nvmf::reactor
