@@ -39,7 +39,7 @@ done < <(for dir in "${DATA_PATH_DIRS[@]}"; do
            find "$dir" -type f \( -name '*.h' -o -name '*.cpp' \) ! -name 'harness.*' -print0 |
              xargs -0 -r grep -Hn '' | grep -v 'setup-path' |
              sed -E 's#//.*$##; s#"([^"\\]|\\.)*"#""#g' |
-             grep -vE '^[^:]+:[0-9]+:\s*\*' |
+             grep -vE '^[^:]+:[0-9]+:\s*(\*|#\s*include)' |
              grep -E '^[^:]+:[0-9]+:.*(\bnew\b|\bmalloc\s*\(|std::function)'
          done || true)
 
