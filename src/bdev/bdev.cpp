@@ -280,6 +280,14 @@ Result<void> validate_common_opts(const CommonOpts& opts) noexcept {
   return {};
 }
 
+Result<void> validate_geometry_opts(const CommonOpts& opts, uint64_t block_count) noexcept {
+  Result<void> valid = validate_common_opts(opts);
+  if (!valid) return valid;
+  valid = validate_block_size(opts.backend, opts.name, opts.block_size_bytes);
+  if (!valid) return valid;
+  return validate_block_count(opts.backend, opts.name, opts.block_size_bytes, block_count);
+}
+
 Result<void> validate_block_count(const char* backend, const std::string& name,
                                   uint32_t block_size_bytes, uint64_t block_count) noexcept {
   if (block_count == 0) {

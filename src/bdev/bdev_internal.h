@@ -31,6 +31,9 @@ struct CommonOpts {
 Result<void> validate_common_opts(const CommonOpts& opts) noexcept;
 Result<void> validate_block_size(const char* backend, const std::string& name,
                                  uint32_t block_size_bytes) noexcept;
+// Backends whose Opts give the whole geometry (null, malloc): the common fields, a block size
+// that is required (not 0), and the block count.
+Result<void> validate_geometry_opts(const CommonOpts& opts, uint64_t block_count) noexcept;
 // block_count >= 1 and block_count * block_size fits in 64 bits (so no range product can wrap).
 Result<void> validate_block_count(const char* backend, const std::string& name,
                                   uint32_t block_size_bytes, uint64_t block_count) noexcept;

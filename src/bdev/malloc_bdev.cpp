@@ -99,13 +99,9 @@ Result<std::unique_ptr<IoChannel>> MallocBdev::create_channel() noexcept {
 
 Result<std::unique_ptr<Bdev>> create_malloc_bdev(const MallocBdevOpts& opts) noexcept {
   constexpr const char* kBackend = "malloc";
-  Result<void> valid = detail::validate_common_opts(
-      {kBackend, opts.name, opts.block_size_bytes, opts.queue_depth_max, opts.clock});
-  if (!valid) return Unexpected(valid.error());
-  valid = detail::validate_block_size(kBackend, opts.name, opts.block_size_bytes);
-  if (!valid) return Unexpected(valid.error());
-  valid =
-      detail::validate_block_count(kBackend, opts.name, opts.block_size_bytes, opts.block_count);
+  Result<void> valid = detail::validate_geometry_opts(
+      {kBackend, opts.name, opts.block_size_bytes, opts.queue_depth_max, opts.clock},
+      opts.block_count);
   if (!valid) return Unexpected(valid.error());
   static_assert(sizeof(size_t) == sizeof(uint64_t), "a 64-bit address space holds any size");
   const uint64_t size_bytes = opts.block_count * opts.block_size_bytes;

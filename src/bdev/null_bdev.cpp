@@ -83,13 +83,9 @@ Result<std::unique_ptr<IoChannel>> NullBdev::create_channel() noexcept {
 
 Result<std::unique_ptr<Bdev>> create_null_bdev(const NullBdevOpts& opts) noexcept {
   constexpr const char* kBackend = "null";
-  Result<void> valid = detail::validate_common_opts(
-      {kBackend, opts.name, opts.block_size_bytes, opts.queue_depth_max, opts.clock});
-  if (!valid) return Unexpected(valid.error());
-  valid = detail::validate_block_size(kBackend, opts.name, opts.block_size_bytes);
-  if (!valid) return Unexpected(valid.error());
-  valid =
-      detail::validate_block_count(kBackend, opts.name, opts.block_size_bytes, opts.block_count);
+  Result<void> valid = detail::validate_geometry_opts(
+      {kBackend, opts.name, opts.block_size_bytes, opts.queue_depth_max, opts.clock},
+      opts.block_count);
   if (!valid) return Unexpected(valid.error());
   if (opts.completion_delay_ns > kCompletionDelayMaxNs) {
     NVMF_ERRLOG(bdev, "null bdev '%s': completion_delay_ns %" PRIu64 " is above %" PRIu64,

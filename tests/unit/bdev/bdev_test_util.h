@@ -14,6 +14,7 @@
 
 #include "bdev/bdev.h"
 #include "common/log.h"
+#include "log_capture.h"
 
 namespace nvmf::bdev::testing {
 
@@ -90,28 +91,7 @@ class TempFile {
   std::string path_;
 };
 
-// Collects log lines while alive.
-class LogCapture {
- public:
-  LogCapture() { log_set_sink(&LogCapture::sink, this); }
-  ~LogCapture() { log_reset_sink(); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-
-  bool contains(const char* text) const {
-    for (const auto& line : lines_) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  const std::vector<std::string>& lines() const { return lines_; }
-
- private:
-  static void sink(LogLevel, const char*, const char* line, void* ctx) {
-    static_cast<LogCapture*>(ctx)->lines_.emplace_back(line);
-  }
-  std::vector<std::string> lines_;
-};
+using test::LogCapture;  // tests/support/log_capture.h
 
 // Polls until `done` holds or 10 s pass (real devices: the kernel completes asynchronously).
 template <typename Predicate>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "log_capture.h"
 
 namespace nvmf::env::testing {
 
@@ -63,27 +64,6 @@ inline std::string fake_meminfo(size_t hugepages_total, size_t hugepages_free,
          "Hugepagesize:       2048 kB\n";
 }
 
-// Collects log lines while alive (and lets them through to nobody else).
-class LogCapture {
- public:
-  LogCapture() { log_set_sink(&LogCapture::sink, this); }
-  ~LogCapture() { log_reset_sink(); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-
-  bool contains(const std::string& text) const {
-    for (const std::string& line : lines_) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  const std::vector<std::string>& lines() const { return lines_; }
-
- private:
-  static void sink(LogLevel, const char*, const char* line, void* ctx) {
-    static_cast<LogCapture*>(ctx)->lines_.emplace_back(line);
-  }
-  std::vector<std::string> lines_;
-};
+using test::LogCapture;  // tests/support/log_capture.h
 
 }  // namespace nvmf::env::testing
