@@ -161,7 +161,9 @@ class MemoryRegion {
 };
 
 // A type-2 memory window. Its rkey changes with every bind: the low 8 bits (the "key" part)
-// advance, the high 24 bits (the index) stay.
+// advance, the high 24 bits (the index) stay. rkey() changes when the bind is posted
+// (post_send), not when it executes; a bind that fails or is flushed leaves rkey() ahead of
+// the device, so after a QP error deallocate the window instead of binding it again.
 class MemoryWindow {
  public:
   virtual ~MemoryWindow() = default;
@@ -220,6 +222,13 @@ struct QpOpts {
 enum class QpState : uint8_t { reset, init, ready_to_receive, ready_to_send, error };
 const char* qp_state_name(QpState state) noexcept;
 
+// Completion rules every provider keeps (the sim and ibverbs alike):
+// - Every posted WR completes exactly once through its CQ: successfully (signaled WRs only),
+//   with an error, or flushed (wr_flush_error) once the QP is in error, whether signaled or
+//   not. A flush() that fails does not lose WRs: they still complete, in order, as errors.
+// - A successful signaled send completion also retires every earlier unsignaled WR of that
+//   send queue (IBTA ordering). So post a signaled WR at least once per max_send_wr WRs, or the
+//   send queue stays busy; and keep wr_ids unique among a QP's outstanding WRs.
 class QueuePair {
  public:
   virtual ~QueuePair() = default;
@@ -288,7 +297,9 @@ struct CmEvent {
   CmId* id = nullptr;          // the id the event is about (for connect_request: the new one,
                                // owned by the caller from now on via CmChannel::adopt())
   CmId* listen_id = nullptr;   // connect_request: the listener it arrived on
-  int status = 0;              // errno-style detail for errors
+  int status = 0;              // errors: a positive errno; rejected: the transport's reject
+                               // reason (a REJECTED for "no listener" is reported as
+                               // unreachable, status ECONNREFUSED)
   uint8_t private_data[kCmPrivateDataMax] = {};
   uint8_t private_data_length = 0;  // as reported by the provider (rdma_cm reports the CM
                                     // maximum, not what was sent: parse by layout, not length)
