@@ -12,7 +12,7 @@ BUILD_PACKAGES=(
 )
 # VM tier (QEMU guest with soft-RoCE and VFIO; see docs/architecture.md).
 VM_PACKAGES=(
-  qemu-system-x86 busybox-static cpio kmod nvme-cli fio tshark
+  qemu-system-x86 busybox-static cpio kmod iproute2 nvme-cli fio tshark
 )
 
 missing=()
