@@ -79,22 +79,20 @@ enum class WrOpcode : uint8_t {
 };
 const char* wr_opcode_name(WrOpcode opcode) noexcept;
 
-// Send flags; values equal IBV_SEND_*.
-enum WrFlag : uint32_t {
-  kWrFenced = 1u << 0,    // IBV_SEND_FENCE: wait for prior RDMA READs (and, on the sim's
-                          // mlx5 profiles, for prior memory-management WRs to take effect)
-  kWrSignaled = 1u << 1,  // IBV_SEND_SIGNALED: produce a completion on success
-  kWrSolicited = 1u << 2,
-  kWrInline = 1u << 3,    // IBV_SEND_INLINE: copy the payload at post time
-};
+// Send flags; values equal IBV_SEND_*. Plain constants (not an enum), so `cond ? kWrSignaled
+// : 0` needs no cast.
+inline constexpr uint32_t kWrFenced = 1u << 0;    // IBV_SEND_FENCE: wait for prior RDMA READs
+                                                  // (and, on the sim's mlx5 profiles, for prior
+                                                  // memory-management WRs to take effect)
+inline constexpr uint32_t kWrSignaled = 1u << 1;  // IBV_SEND_SIGNALED: a completion on success
+inline constexpr uint32_t kWrSolicited = 1u << 2;
+inline constexpr uint32_t kWrInline = 1u << 3;    // IBV_SEND_INLINE: payload copied at post
 
 // Memory access rights; values equal IBV_ACCESS_*.
-enum Access : uint32_t {
-  kAccessLocalWrite = 1u << 0,
-  kAccessRemoteWrite = 1u << 1,
-  kAccessRemoteRead = 1u << 2,
-  kAccessMwBind = 1u << 4,
-};
+inline constexpr uint32_t kAccessLocalWrite = 1u << 0;
+inline constexpr uint32_t kAccessRemoteWrite = 1u << 1;
+inline constexpr uint32_t kAccessRemoteRead = 1u << 2;
+inline constexpr uint32_t kAccessMwBind = 1u << 4;
 
 struct Sge {
   uint64_t addr = 0;
@@ -236,6 +234,7 @@ class QueuePair {
   virtual QpState state() const noexcept = 0;
   virtual const QpOpts& granted() const noexcept = 0;  // what the device gave, >= asked
   // Queue a work request; nothing reaches the device until flush() (one doorbell per poll).
+  // Before the QP is connected (RTS), post_send answers bad_state.
   // busy: the queue holds max_send_wr (max_recv_wr) WRs not yet completed; invalid_argument:
   // too many SGEs, or a bind without a window. A QP in error accepts WRs and flushes them
   // with wr_flush_error, as hardware does.
@@ -303,7 +302,10 @@ struct CmEvent {
   uint8_t private_data[kCmPrivateDataMax] = {};
   uint8_t private_data_length = 0;  // as reported by the provider (rdma_cm reports the CM
                                     // maximum, not what was sent: parse by layout, not length)
-  uint8_t responder_resources = 0;  // connect_request: what the peer offered
+  // connect_request (and the active side's established): from the RECEIVER's point of view,
+  // as ib_cm swaps them: responder_resources = RDMA READs the peer will issue to us,
+  // initiator_depth = RDMA READs we may issue to the peer (0: the peer serves none).
+  uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
 };
 
@@ -334,6 +336,8 @@ class CmChannel {
   // Takes ownership of the CmId that came with a connect_request event.
   virtual std::unique_ptr<CmId> adopt(CmId* id) noexcept = 0;
   // Non-blocking: false when no event is waiting. The event's memory is the caller's copy.
+  // CM timeouts (a connect nobody answers) are noticed here: poll it periodically (e.g. from
+  // a timer), not only when event_fd() is readable.
   virtual bool poll_event(CmEvent* event) noexcept = 0;
   virtual int event_fd() const noexcept = 0;  // readable when an event waits
 };

@@ -1,0 +1,209 @@
+// The simulated HCA and fabric ("sim" provider): an in-process implementation of verbs.h that
+// moves data between the registered memory of two endpoints, enforces keys, byte ranges and
+// access rights like hardware, and models the ordering of memory-management work requests
+// with hardware profiles (memreg-2017-race.md section 4). See README.md for the execution and
+// locking model.
+//
+// Execution model: no hidden threads. Work requests make progress only inside calls on sim
+// objects (QueuePair/SharedReceiveQueue flush, CompletionQueue::poll, move_to_error,
+// CmChannel::poll_event, SimProvider::progress). Each such call runs the whole fabric: every
+// queue pair with pending work advances, whichever thread called. One test thread that polls
+// the initiator and target CQs in turn therefore sees everything complete, deterministically
+// for a given seed.
+//
+// Data path, where the sim had to choose:
+// - A remote access with a bad key, range or right: requester remote_access_error, both QPs to
+//   error, the responder sees only flushes of its receives (rxe, VM.md). A window is checked
+//   against its own range (stricter than rxe) and must be bound to the QP the access came on.
+// - SEND_WITH_INV of a key that is not a VALID window bound to the receiving QP: under rxe the
+//   receiver's RECV fails (remote_invalid_request_error) and the sender succeeds (as rxe does);
+//   under the mlx5 profiles the sender fails with remote_invalid_request_error.
+// - A receive too small: its RECV fails with local_length_error, the sender gets
+//   remote_invalid_request_error; a bad receive lkey: local_protection_error / remote_operation_
+//   error. Both QPs go to error.
+// - Sending to a peer QP in error (or gone): retry_exceeded_error at once (no transport timer).
+// - RNR: retried every rnr_timer_ns of the clock; rnr_retry_count 7 waits forever.
+// - The mlx5 lag applies to unsignaled LOCAL_INVs (the 2017 race); signaled ones take effect at
+//   once, since their completion is what the host waits for.
+// - Only a QP's own receive queue is flushed when it enters error; an SRQ keeps its receives.
+// - Destroying a QP frees the windows bound to it; destroying an MR with bound windows frees
+//   them (hardware would refuse with EBUSY) and logs a warning.
+//
+// CM: listen / resolve / connect / accept / reject / disconnect as rdma_cm on IB or RoCE.
+// Private-data lengths are reported as rdma_cm reports them: the CM message's maximum, not what
+// was sent (56 on connect_request, 196 on the active side's established, 148 on rejected; 0 on
+// the passive side's established). A consumer's reject() arrives as `rejected` with status 28
+// (IB_CM_REJ_CONSUMER_DEFINED) and its private data; no listener on address:port (or a
+// listener refusing by fault injection) gives `rejected` with status ECONNREFUSED and no
+// private data; a request nobody answers gives `unreachable` with ETIMEDOUT after
+// SimOpts::cm_connect_timeout_ms. Timeouts are evaluated in poll_event() and progress() on the
+// SimOpts clock: a caller sleeping on event_fd() alone does not see one fire.
+//
+// Threading: everything in the sim is guarded by one mutex per fabric, so both sides of a
+// connection may be driven from different threads at once. Post calls do not take it (they
+// touch only owner-thread state); flush, poll and the CM do. Unlike the ibverbs provider, the
+// sim locks on the data path: it is a test device, not a production one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "verbs/verbs.h"
+
+namespace nvmf::verbs::sim {
+
+// How memory-management WQEs (BIND_MW, LOCAL_INV) are ordered against later WQEs.
+enum class SimProfile : uint8_t {
+  // Soft-RoCE (kernel 6.1): memory operations execute in order and take effect at once;
+  // LOCAL_INV waits for all prior WRs (IBA 10.6.5.1); FENCE waits for prior RDMA READs.
+  // Unlike rxe, windows restrict the byte range (stricter, see VM.md G4).
+  rxe,
+  // ConnectX before the 2017 UMR fence: an unsignaled LOCAL_INV takes effect
+  // `mkey_commit_lag_steps` WQE steps after it executes, and a BIND_MW or LOCAL_INV may start
+  // before that. A bind of a window that still looks VALID fails with mw_bind_error (6), the
+  // QP goes to error and everything outstanding is flushed. FENCE waits for all prior WRs to
+  // complete and take effect; the WQE after a BIND/LOCAL_INV waits for prior RDMA READs.
+  mlx5_2017,
+  // As mlx5_2017, but the hardware fences every BIND_MW (the umr_fence fix).
+  mlx5_fenced,
+  // The mlx5_2017 rules with the most reordering they allow, random but reproducible from
+  // the seed: a random lag in [0, mkey_commit_lag_steps] per unsignaled LOCAL_INV, random
+  // in-order completion delays, and a random execution budget and QP order per call.
+  adversarial,
+};
+// "rxe", "mlx5-2017", "mlx5-fenced", "adversarial".
+const char* sim_profile_name(SimProfile profile) noexcept;
+bool sim_profile_parse(const char* text, SimProfile* profile) noexcept;
+
+// mlx5-like capabilities (ConnectX-5 as reported by ibv_devinfo -v), used unless overridden.
+DeviceCaps sim_default_caps();
+
+struct SimOpts {
+  SimProfile profile = SimProfile::rxe;
+  uint64_t seed = 1;  // drives key bytes and every random choice of the adversarial profile
+  // mlx5_2017 / mlx5_fenced: steps until an unsignaled LOCAL_INV takes effect; adversarial: the
+  // most. A step is one executed WQE on the QP, or one sim call while the QP has work pending.
+  uint32_t mkey_commit_lag_steps = 8;
+  // adversarial: the most steps a successful completion may be held back (still in order).
+  uint32_t adversarial_completion_delay_steps = 4;
+  // Time between RNR retries of a SEND that found no receive (the responder's RNR NAK timer;
+  // 1 ms is within the IBTA 0.01..655 ms range). rnr_retry_count 7 waits forever.
+  uint64_t rnr_timer_ns = 1000 * 1000;
+  // A CM REQ that no one answers (listener refusing with no_answer, or never accepted or
+  // rejected) ends in `unreachable` (status ETIMEDOUT) after this long.
+  uint64_t cm_connect_timeout_ms = 1000;
+  // Largest inline payload a QP may ask for (mlx5 gives a few hundred bytes).
+  uint32_t max_inline_data = 256;
+  // Time source for RNR timers, CM timeouts and time-delayed completions; nullptr = the
+  // monotonic clock. Tests pass a FakeClock. Read under the sim lock: must not block.
+  const Clock* clock = nullptr;
+  DeviceCaps caps = sim_default_caps();  // caps.name is the device name ("sim0")
+};
+std::string opts_to_json(const SimOpts& opts);
+
+// Per-device counters, readable at any time (a consistent snapshot taken under the lock).
+struct SimCounters {
+  // Work requests accepted by post_send / post_recv (SRQ included), by opcode.
+  uint64_t send = 0;
+  uint64_t send_with_inv = 0;
+  uint64_t rdma_write = 0;
+  uint64_t rdma_read = 0;
+  uint64_t local_inv = 0;
+  uint64_t bind_mw = 0;
+  uint64_t recv = 0;
+  uint64_t doorbells = 0;             // flush() calls that handed new WRs to the device
+  uint64_t completions = 0;           // CQEs written (any status)
+  uint64_t error_completions = 0;     // CQEs with an error other than wr_flush_error
+  uint64_t flush_completions = 0;     // CQEs with wr_flush_error
+  uint64_t qp_errors = 0;             // times a QP of this device entered the error state
+  uint64_t rnr_naks = 0;              // SENDs that found no receive posted at this device
+  uint64_t remote_access_errors = 0;  // remote accesses this device refused
+  uint64_t injected_faults = 0;       // WRs failed by fail_next_wrs()
+  uint64_t bytes_moved = 0;           // payload bytes of successful SEND/WRITE/READ issued here
+  uint64_t cq_overruns = 0;           // CQEs dropped because a CQ was full (a test bug)
+  uint64_t connects = 0;              // connect() calls from this device
+  uint64_t established = 0;
+  uint64_t rejects = 0;      // connections refused or rejected (active side)
+  uint64_t cm_timeouts = 0;  // connects and resolves that timed out (active side)
+  uint64_t disconnects = 0;  // connections torn down (either side asked)
+};
+
+// What a listener does with incoming connection requests (fault injection).
+enum class RefuseMode : uint8_t {
+  none,       // deliver connect_request as usual
+  reject,     // the CM rejects at once: the active side sees rejected / ECONNREFUSED
+  no_answer,  // the request is lost: the active side sees unreachable / ETIMEDOUT later
+};
+
+// Holds back CQEs written to a CQ (fault injection). A delayed CQE also holds back every CQE
+// behind it: a CQ is a FIFO.
+struct CompletionDelay {
+  uint32_t polls = 0;     // ready after this many further poll() calls on the CQ ...
+  uint64_t delay_ns = 0;  // ... and once this much clock time has passed
+  uint32_t count = 1;     // how many of the next CQEs are delayed (UINT32_MAX: until reset)
+};
+
+// A key's state as the device sees it (committed state), for tests and logs.
+enum class KeyState : uint8_t { unknown, free, valid };
+
+class Fabric;
+class SimDevice;
+
+class SimProvider final : public Provider {
+ public:
+  // A new fabric with one device (opts.caps.name). invalid_argument on bad options.
+  static Result<std::unique_ptr<SimProvider>> create(const SimOpts& opts = {});
+  // A second HCA on the same fabric (same profile, clock, seed stream and lock), named
+  // `device_name`, with its own keys and counters: a host and a target on separate devices.
+  Result<std::unique_ptr<SimProvider>> create_peer(const std::string& device_name);
+
+  SimProvider(const SimProvider&) = delete;
+  SimProvider& operator=(const SimProvider&) = delete;
+  ~SimProvider() override;
+
+  // Provider. Unlike the interface requires, every call here is thread-safe.
+  const char* name() const noexcept override { return "sim"; }
+  std::vector<std::string> device_names() const override;
+  Result<std::unique_ptr<CmChannel>> create_cm_channel() noexcept override;
+
+  // The device every CmId of this provider binds to.
+  Device& device() noexcept;
+  const SimOpts& opts() const noexcept;
+  SimProfile profile() const noexcept { return opts().profile; }
+  uint64_t seed() const noexcept { return opts().seed; }
+
+  // Runs the fabric once, as every flush/poll does (a step for the lag; CM timeouts).
+  void progress() noexcept;
+
+  // --- Fault injection (any thread) ---
+  // The next `count` send-queue WRs to execute anywhere on the fabric (or on `qp`) fail with
+  // `status`: an error CQE, the QP goes to error, the rest is flushed. For remote statuses
+  // (remote_access_error, remote_invalid_request_error, remote_operation_error) the peer QP
+  // goes to error too, as a NAK would do.
+  void fail_next_wrs(uint32_t count, WcStatus status) noexcept;
+  Result<void> fail_next_wrs(QueuePair& qp, uint32_t count, WcStatus status) noexcept;
+  // The network drops the connection: both sides get `disconnected`, both QPs go to error.
+  Result<void> drop_connection(CmId& id) noexcept;
+  // Delays the next CQEs written to `cq` (see CompletionDelay). count = 0 clears.
+  Result<void> delay_completions(CompletionQueue& cq, const CompletionDelay& delay) noexcept;
+  // Makes the listener on address:port refuse (or ignore) connection requests.
+  void refuse_connections(const std::string& address, uint16_t port, RefuseMode mode);
+  // resolve() of this address ends in `unreachable` after its timeout.
+  void set_unreachable(const std::string& address, bool unreachable);
+
+  // --- Observation ---
+  SimCounters counters() const noexcept;  // this device
+  void reset_counters() noexcept;
+  KeyState key_state(uint32_t key) const noexcept;  // a key of this device
+
+ private:
+  SimProvider(std::shared_ptr<Fabric> fabric, SimDevice* device) noexcept;
+  std::shared_ptr<Fabric> fabric_;
+  SimDevice* device_;  // owned by the fabric, lives as long as it
+};
+
+}  // namespace nvmf::verbs::sim

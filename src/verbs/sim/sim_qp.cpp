@@ -1,0 +1,660 @@
+// The WQE engine of the sim: start -> execute -> complete per send-queue WQE
+// (memreg-2017-race.md section 4).
+//
+// - Start: strictly in post order, gated by the fence rules of the profile (may_start).
+// - Execute: the checks and side effects (data copied, keys changed, receive consumed at the
+//   peer). Each executed WQE is one step of the QP's step clock; every sim call adds one more
+//   step while the QP has WQEs waiting to complete.
+// - Complete: in post order, once the QP's step clock reaches the WQE's complete_at_step. A
+//   LOCAL_INV's change becomes visible to later BIND/LOCAL_INV checks at its completion, which
+//   on the mlx5 profiles is `lag` steps after it executed when it was unsignaled.
+// - Error: the failing WQE completes with its status after everything executed before it,
+//   everything after it (and the receive queue, unless it is an SRQ) is flushed.
+#include <cstring>
+
+#include "common/util.h"
+#include "verbs/sim/sim_internal.h"
+
+namespace nvmf::verbs::sim {
+namespace {
+
+constexpr uint8_t kRnrRetryInfinite = 7;  // IBTA: an RNR retry count of 7 means "forever"
+
+WcOpcode wc_opcode_of(WrOpcode opcode) noexcept {
+  switch (opcode) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_inv:
+      return WcOpcode::send;
+    case WrOpcode::rdma_write:
+      return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read:
+      return WcOpcode::rdma_read;
+    case WrOpcode::local_inv:
+      return WcOpcode::local_inv;
+    case WrOpcode::bind_mw:
+      return WcOpcode::bind_mw;
+  }
+  return WcOpcode::send;
+}
+
+bool is_memory_management(WrOpcode opcode) noexcept {
+  return opcode == WrOpcode::local_inv || opcode == WrOpcode::bind_mw;
+}
+
+// Statuses that come from the responder (a NAK): the responder's QP goes to error too.
+bool is_remote_status(WcStatus status) noexcept {
+  return status == WcStatus::remote_access_error ||
+         status == WcStatus::remote_invalid_request_error ||
+         status == WcStatus::remote_operation_error;
+}
+
+// Copies `length` bytes from a gather list (or a flat buffer when `flat` is set) to a scatter
+// list. The SGEs were checked, so addresses are this process's memory.
+void copy_sges(const Sge* dst, uint32_t dst_count, const Sge* src, uint32_t src_count,
+               const uint8_t* flat, uint64_t length) noexcept {
+  uint32_t di = 0, si = 0;
+  uint64_t d_off = 0, s_off = 0;
+  while (length > 0) {
+    while (di < dst_count && d_off == dst[di].length) {
+      ++di;
+      d_off = 0;
+    }
+    if (flat == nullptr) {
+      while (si < src_count && s_off == src[si].length) {
+        ++si;
+        s_off = 0;
+      }
+    }
+    if (di == dst_count || (flat == nullptr && si == src_count)) return;
+    uint64_t chunk = dst[di].length - d_off;
+    const uint8_t* from = nullptr;
+    if (flat != nullptr) {
+      from = flat + s_off;
+    } else {
+      chunk = chunk < src[si].length - s_off ? chunk : src[si].length - s_off;
+      from = reinterpret_cast<const uint8_t*>(src[si].addr) + s_off;
+    }
+    chunk = chunk < length ? chunk : length;
+    std::memmove(reinterpret_cast<uint8_t*>(dst[di].addr) + d_off, from, chunk);
+    d_off += chunk;
+    s_off += chunk;
+    length -= chunk;
+  }
+}
+
+// Copies between one flat remote range and a local SGE list.
+void copy_to_flat(uint8_t* dst, const Sge* src, uint32_t count, const uint8_t* flat,
+                  uint64_t length) noexcept {
+  if (flat != nullptr) {
+    std::memmove(dst, flat, length);
+    return;
+  }
+  for (uint32_t i = 0; i < count && length > 0; ++i) {
+    const uint64_t chunk = src[i].length < length ? src[i].length : length;
+    std::memmove(dst, reinterpret_cast<const uint8_t*>(src[i].addr), chunk);
+    dst += chunk;
+    length -= chunk;
+  }
+}
+
+void copy_from_flat(const Sge* dst, uint32_t count, const uint8_t* src, uint64_t length) noexcept {
+  for (uint32_t i = 0; i < count && length > 0; ++i) {
+    const uint64_t chunk = dst[i].length < length ? dst[i].length : length;
+    std::memmove(reinterpret_cast<uint8_t*>(dst[i].addr), src, chunk);
+    src += chunk;
+    length -= chunk;
+  }
+}
+
+}  // namespace
+
+SimQp::SimQp(SimDevice& device, const SimPd& pd, SimCq& send_cq, SimCq& recv_cq, SimSrq* srq,
+             const QpOpts& granted, uint32_t qp_num)
+    : device_(device),
+      fabric_(device.fabric()),
+      pd_(pd),
+      send_cq_(send_cq),
+      recv_cq_(recv_cq),
+      srq_(srq),
+      granted_(granted),
+      qp_num_(qp_num) {
+  sq_.resize(granted_.max_send_wr);
+  sq_mask_ = granted_.max_send_wr - 1;
+  sq_sges_.resize(static_cast<size_t>(granted_.max_send_wr) * granted_.max_send_sge);
+  sq_inline_.resize(static_cast<size_t>(granted_.max_send_wr) * granted_.max_inline_data);
+  if (srq_ == nullptr) rq_.init(granted_.max_recv_wr, granted_.max_recv_sge);
+}
+
+// ---------------------------------------------------------------------------------------
+// Owner-thread calls
+
+Result<void> SimQp::post_send(const SendWr& wr) noexcept {
+  const QpState current = state();
+  if (current != QpState::ready_to_send && current != QpState::error) {
+    return Unexpected(Errc::bad_state, "post_send: QP not connected");
+  }
+  if (wr.num_sge > granted_.max_send_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+    return Unexpected(Errc::invalid_argument, "post_send: too many SGEs");
+  }
+  if (sq_tail_ - sq_head_.load(std::memory_order_acquire) >= granted_.max_send_wr) {
+    return Unexpected(Errc::busy, "post_send: send queue full");
+  }
+  SendWqe& wqe = wqe_at(sq_tail_);
+  wqe = SendWqe{};
+  wqe.wr_id = wr.wr_id;
+  wqe.opcode = wr.opcode;
+  wqe.flags = wr.flags;
+  wqe.remote_addr = wr.remote_addr;
+  wqe.rkey = wr.rkey;
+  wqe.invalidate_rkey = wr.invalidate_rkey;
+  const bool carries_data = wr.opcode == WrOpcode::send || wr.opcode == WrOpcode::send_with_inv ||
+                            wr.opcode == WrOpcode::rdma_write;
+  if (wr.opcode == WrOpcode::bind_mw) {
+    auto* mw = dynamic_cast<SimMw*>(wr.bind.mw);
+    if (mw == nullptr || &mw->device() != &device_ || wr.bind.mr == nullptr) {
+      return Unexpected(Errc::invalid_argument, "post_send: bind without a window of this device");
+    }
+    // Index and generation are immutable: no lock needed to read them.
+    wqe.bind_mw_index = mw->slot.index;
+    wqe.bind_mw_generation = mw->slot.generation;
+    wqe.bind_mr_lkey = wr.bind.mr->lkey();
+    wqe.bind_addr = wr.bind.addr;
+    wqe.bind_length = wr.bind.length;
+    wqe.bind_access = wr.bind.access;
+    wqe.bind_rkey = wr.bind.rkey;
+    mw->posted_rkey_ = wr.bind.rkey;  // MemoryWindow::rkey(): the most recently posted bind
+  } else if ((wr.flags & kWrInline) != 0 && carries_data) {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+    if (total > granted_.max_inline_data) {
+      return Unexpected(Errc::invalid_argument, "post_send: inline payload above max_inline_data");
+    }
+    // IBV_SEND_INLINE: the payload is copied now and the lkeys are not checked.
+    uint8_t* area = inline_at(sq_tail_);
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+      std::memcpy(area, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      area += wr.sg_list[i].length;
+    }
+    wqe.inline_length = static_cast<uint32_t>(total);
+  } else {
+    wqe.num_sge = wr.num_sge;
+    Sge* sges = &sq_sges_[(sq_tail_ & sq_mask_) * granted_.max_send_sge];
+    for (uint32_t i = 0; i < wr.num_sge; ++i) sges[i] = wr.sg_list[i];
+  }
+  ++sq_tail_;
+  return {};
+}
+
+Result<void> SimQp::post_recv(const RecvWr& wr) noexcept {
+  if (srq_ != nullptr) return Unexpected(Errc::invalid_argument, "post_recv: QP uses an SRQ");
+  return rq_.post(wr);
+}
+
+Result<void> SimQp::flush() noexcept {
+  std::lock_guard lock(fabric_.mu);
+  bool rung = false;
+  if (sq_db_ != sq_tail_) {
+    SimCounters& counters = device_.counters;
+    for (uint64_t position = sq_db_; position != sq_tail_; ++position) {
+      switch (wqe_at(position).opcode) {
+        case WrOpcode::send:
+          ++counters.send;
+          break;
+        case WrOpcode::send_with_inv:
+          ++counters.send_with_inv;
+          break;
+        case WrOpcode::rdma_write:
+          ++counters.rdma_write;
+          break;
+        case WrOpcode::rdma_read:
+          ++counters.rdma_read;
+          break;
+        case WrOpcode::local_inv:
+          ++counters.local_inv;
+          break;
+        case WrOpcode::bind_mw:
+          ++counters.bind_mw;
+          break;
+      }
+    }
+    sq_db_ = sq_tail_;
+    rung = true;
+  }
+  if (srq_ == nullptr && rq_.db != rq_.tail) {
+    device_.counters.recv += rq_.tail - rq_.db;
+    rq_.db = rq_.tail;
+    rung = true;
+  }
+  if (rung) {
+    ++device_.counters.doorbells;
+    fabric_.activate(*this);
+  }
+  fabric_.progress();
+  return {};
+}
+
+Result<void> SimQp::move_to_error() noexcept {
+  std::lock_guard lock(fabric_.mu);
+  enter_error();
+  fabric_.progress();
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------
+// Fabric-side calls (lock held)
+
+void SimQp::connect_to(SimQp* peer, const ConnectParams& own_params) noexcept {
+  peer_ = peer;
+  rnr_retry_count_ = own_params.rnr_retry_count > kRnrRetryInfinite ? kRnrRetryInfinite
+                                                                    : own_params.rnr_retry_count;
+  if (state() != QpState::error) state_.store(QpState::ready_to_send, std::memory_order_release);
+}
+
+void SimQp::enter_error() noexcept {
+  if (state() == QpState::error) return;
+  state_.store(QpState::error, std::memory_order_release);
+  ++device_.counters.qp_errors;
+  fabric_.activate(*this);
+}
+
+void SimQp::detach() noexcept {
+  fabric_.deactivate(*this);
+  if (peer_ != nullptr && peer_->peer_ == this) peer_->peer_ = nullptr;
+  peer_ = nullptr;
+  // Windows bound to a destroyed QP can never be reached again (access to a type-2 window
+  // must arrive on its QP): free them so the owner can bind them on its next connection.
+  for (KeySlot* slot : device_.slots()) {
+    if (slot != nullptr && slot->kind == KeySlot::Kind::mw && slot->bound_qp == this) {
+      slot->valid = false;
+      slot->visible_valid = false;
+      slot->bound_qp = nullptr;
+      slot->parent_mr = nullptr;
+    }
+  }
+}
+
+bool SimQp::has_work() const noexcept {
+  const uint64_t head = sq_head_.load(std::memory_order_relaxed);
+  if (sq_exec_ != sq_db_ || head != sq_exec_) return true;
+  return state() == QpState::error && srq_ == nullptr &&
+         rq_.head.load(std::memory_order_relaxed) != rq_.db;
+}
+
+void SimQp::tick() noexcept {
+  if (sq_head_.load(std::memory_order_relaxed) != sq_exec_) ++step_;
+}
+
+bool SimQp::run(uint32_t budget) noexcept {
+  if (state() == QpState::error) return flush_all();
+  bool changed = complete_ready(false);
+  while (sq_exec_ != sq_db_ && budget > 0) {
+    SendWqe& wqe = wqe_at(sq_exec_);
+    if (!may_start(wqe, sq_exec_)) break;
+    if (execute(wqe, sq_exec_) == Exec::blocked) break;
+    last_started_ = wqe.opcode;
+    started_any_ = true;
+    if (wqe.opcode == WrOpcode::rdma_read && wqe.status == WcStatus::success) ++reads_in_flight_;
+    ++sq_exec_;
+    ++step_;
+    --budget;
+    changed = true;
+    if (state() == QpState::error) return flush_all() || changed;
+    complete_ready(false);
+  }
+  return changed;
+}
+
+bool SimQp::may_start(const SendWqe& wqe, uint64_t position) const noexcept {
+  bool all_prior = false;    // all prior WQEs completed (and so their effects visible)
+  bool prior_reads = false;  // all prior RDMA READs completed
+  switch (fabric_.opts.profile) {
+    case SimProfile::rxe:
+      // IBA 10.8.3.3 fence: prior READs; IBA 10.6.5.1: LOCAL_INV waits for everything.
+      prior_reads = (wqe.flags & kWrFenced) != 0;
+      all_prior = wqe.opcode == WrOpcode::local_inv;
+      break;
+    case SimProfile::mlx5_fenced:
+      all_prior = wqe.opcode == WrOpcode::bind_mw;  // umr_fence: STRONG on every bind
+      [[fallthrough]];
+    case SimProfile::mlx5_2017:
+    case SimProfile::adversarial:
+      all_prior = all_prior || (wqe.flags & kWrFenced) != 0;
+      // mlx5 next_fence = INITIATOR_SMALL on the WQE after a BIND / LOCAL_INV.
+      prior_reads = started_any_ && is_memory_management(last_started_);
+      break;
+  }
+  if (all_prior && sq_head_.load(std::memory_order_relaxed) != position) return false;
+  if (prior_reads && reads_in_flight_ != 0) return false;
+  return true;
+}
+
+uint64_t SimQp::completion_delay(const SendWqe& wqe) noexcept {
+  if (wqe.status != WcStatus::success) return 0;
+  const SimOpts& opts = fabric_.opts;
+  uint64_t delay = 0;
+  if (opts.profile == SimProfile::adversarial) {
+    delay = fabric_.rng.below(uint64_t{opts.adversarial_completion_delay_steps} + 1);
+  }
+  if (wqe.opcode == WrOpcode::local_inv && (wqe.flags & kWrSignaled) == 0) {
+    uint64_t lag = 0;
+    if (opts.profile == SimProfile::mlx5_2017 || opts.profile == SimProfile::mlx5_fenced) {
+      lag = opts.mkey_commit_lag_steps;
+    } else if (opts.profile == SimProfile::adversarial) {
+      lag = fabric_.rng.below(uint64_t{opts.mkey_commit_lag_steps} + 1);
+    }
+    delay = lag > delay ? lag : delay;
+  }
+  return delay;
+}
+
+void SimQp::fail(SendWqe& wqe, WcStatus status) noexcept {
+  wqe.status = status;
+  wqe.complete_at_step = step_;
+  enter_error();
+}
+
+SimQp::Exec SimQp::execute(SendWqe& wqe, uint64_t position) noexcept {
+  WcStatus injected = WcStatus::success;
+  bool inject = false;
+  if (fault_count_ > 0) {
+    --fault_count_;
+    injected = fault_status_;
+    inject = true;
+  } else {
+    inject = fabric_.take_fault(&injected);
+  }
+  if (inject) {
+    ++device_.counters.injected_faults;
+    if (is_remote_status(injected) && peer_ != nullptr) peer_->enter_error();
+    fail(wqe, injected);
+    return Exec::done;
+  }
+
+  switch (wqe.opcode) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_inv: {
+      const Exec result = execute_send(wqe, position);
+      if (result == Exec::blocked) return result;
+      break;
+    }
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_read:
+      execute_rdma(wqe, position);
+      break;
+    case WrOpcode::local_inv:
+      execute_local_inv(wqe);
+      break;
+    case WrOpcode::bind_mw:
+      execute_bind(wqe);
+      break;
+  }
+  if (wqe.status == WcStatus::success) wqe.complete_at_step = step_ + completion_delay(wqe);
+  return Exec::done;
+}
+
+bool SimQp::check_sges(const SimDevice& device, const SimPd& pd, const Sge* sges, uint32_t count,
+                       uint32_t access, uint64_t* total) noexcept {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const Sge& sge = sges[i];
+    if (sge.length == 0) continue;  // nothing is accessed
+    const KeySlot* slot = device.slot_by_key(sge.lkey);
+    if (slot == nullptr || slot->kind != KeySlot::Kind::mr || slot->key8 != (sge.lkey & 0xFFu) ||
+        !slot->valid || slot->pd != &pd || (slot->access & access) != access ||
+        sge.addr < slot->addr || !range_within(sge.addr - slot->addr, sge.length, slot->length)) {
+      return false;
+    }
+    sum += sge.length;
+  }
+  *total = sum;
+  return true;
+}
+
+SimQp::Exec SimQp::execute_send(SendWqe& wqe, uint64_t position) noexcept {
+  SimQp* peer = peer_;
+  if (peer == nullptr || peer->state() != QpState::ready_to_send) {
+    // Nobody acknowledges: the requester retries retry_count times, then gives up.
+    fail(wqe, WcStatus::retry_exceeded_error);
+    return Exec::done;
+  }
+  const bool is_inline = (wqe.flags & kWrInline) != 0;
+  uint64_t length = wqe.inline_length;
+  if (!is_inline && !check_sges(device_, pd_, sq_sges_at(position), wqe.num_sge, 0, &length)) {
+    fail(wqe, WcStatus::local_protection_error);
+    return Exec::done;
+  }
+
+  RecvRing& ring = peer->srq_ != nullptr ? peer->srq_->ring : peer->rq_;
+  const uint64_t recv_position = ring.head.load(std::memory_order_relaxed);
+  if (recv_position == ring.db) {
+    // No receive posted: RNR NAK. 7 retries forever; otherwise retry every rnr_timer_ns.
+    if (rnr_retry_count_ == kRnrRetryInfinite) {
+      if (!wqe.rnr_waiting) ++peer->device_.counters.rnr_naks;
+      wqe.rnr_waiting = true;
+      return Exec::blocked;
+    }
+    const uint64_t now = fabric_.now_ns();
+    if (wqe.rnr_waiting && now < wqe.rnr_next_ns) return Exec::blocked;
+    ++peer->device_.counters.rnr_naks;
+    if (wqe.rnr_waiting) ++wqe.rnr_retries;
+    wqe.rnr_waiting = true;
+    if (wqe.rnr_retries >= rnr_retry_count_) {
+      fail(wqe, WcStatus::rnr_retry_exceeded_error);
+      return Exec::done;
+    }
+    wqe.rnr_next_ns = now + fabric_.opts.rnr_timer_ns;
+    return Exec::blocked;
+  }
+
+  const RecvWqe& recv = ring.wqes[recv_position & ring.mask];
+  const Sge* recv_sges = ring.sge_of(recv_position);
+  WorkCompletion recv_wc;
+  recv_wc.wr_id = recv.wr_id;
+  recv_wc.opcode = WcOpcode::recv;
+  recv_wc.qp_num = peer->qp_num_;
+  auto consume_recv = [&](WcStatus status) {
+    recv_wc.status = status;
+    ring.head.store(recv_position + 1, std::memory_order_release);
+    peer->recv_cq_.push(recv_wc);
+  };
+
+  KeySlot* invalidated = nullptr;
+  if (wqe.opcode == WrOpcode::send_with_inv) {
+    KeySlot* slot = peer->device_.slot_by_key(wqe.invalidate_rkey);
+    if (slot == nullptr || slot->kind != KeySlot::Kind::mw ||
+        slot->key8 != (wqe.invalidate_rkey & 0xFFu) || !slot->valid || slot->bound_qp != peer) {
+      if (fabric_.opts.profile == SimProfile::rxe) {
+        // rxe (rxe-feasibility.md F4): the receiver fails, the sender sees success.
+        consume_recv(WcStatus::remote_invalid_request_error);
+        peer->enter_error();
+        wqe.byte_len = 0;
+        return Exec::done;
+      }
+      peer->enter_error();
+      fail(wqe, WcStatus::remote_invalid_request_error);
+      return Exec::done;
+    }
+    invalidated = slot;
+  }
+
+  uint64_t capacity = 0;
+  if (!check_sges(peer->device_, peer->pd_, recv_sges, recv.num_sge, kAccessLocalWrite,
+                  &capacity)) {
+    // The responder's own receive buffer is bad: its RECV fails, the requester gets a NAK.
+    consume_recv(WcStatus::local_protection_error);
+    peer->enter_error();
+    fail(wqe, WcStatus::remote_operation_error);
+    return Exec::done;
+  }
+  if (capacity < length) {
+    consume_recv(WcStatus::local_length_error);
+    peer->enter_error();
+    fail(wqe, WcStatus::remote_invalid_request_error);
+    return Exec::done;
+  }
+
+  copy_sges(recv_sges, recv.num_sge, sq_sges_at(position), wqe.num_sge,
+            is_inline ? inline_at(position) : nullptr, length);
+  if (invalidated != nullptr) {
+    // IBTA o9-5.2.1: invalidate, then complete the receive; visible at once.
+    invalidated->valid = false;
+    invalidated->visible_valid = false;
+    invalidated->bound_qp = nullptr;
+    invalidated->parent_mr = nullptr;
+    recv_wc.remote_invalidated = true;
+    recv_wc.invalidated_rkey = wqe.invalidate_rkey;
+  }
+  recv_wc.byte_len = static_cast<uint32_t>(length);
+  device_.counters.bytes_moved += length;
+  consume_recv(WcStatus::success);
+  return Exec::done;
+}
+
+void SimQp::execute_rdma(SendWqe& wqe, uint64_t position) noexcept {
+  SimQp* peer = peer_;
+  if (peer == nullptr || peer->state() != QpState::ready_to_send) {
+    fail(wqe, WcStatus::retry_exceeded_error);
+    return;
+  }
+  const bool is_read = wqe.opcode == WrOpcode::rdma_read;
+  const bool is_inline = !is_read && (wqe.flags & kWrInline) != 0;
+  uint64_t length = wqe.inline_length;
+  if (!is_inline && !check_sges(device_, pd_, sq_sges_at(position), wqe.num_sge,
+                                is_read ? uint32_t{kAccessLocalWrite} : 0u, &length)) {
+    fail(wqe, WcStatus::local_protection_error);
+    return;
+  }
+  // Responder checks: a valid key of the peer's PD; a window must be bound to the peer QP;
+  // the access right; the whole range inside the MR or window (stricter than rxe, VM.md G4).
+  const KeySlot* slot = peer->device_.slot_by_key(wqe.rkey);
+  const uint32_t needed = is_read ? kAccessRemoteRead : kAccessRemoteWrite;
+  if (slot == nullptr || slot->key8 != (wqe.rkey & 0xFFu) || !slot->valid ||
+      slot->pd != &peer->pd_ || (slot->kind == KeySlot::Kind::mw && slot->bound_qp != peer) ||
+      (slot->access & needed) != needed || wqe.remote_addr < slot->addr ||
+      !range_within(wqe.remote_addr - slot->addr, length, slot->length)) {
+    // Both sides go to error; the responder sees only flushes (VM.md, rxe G5).
+    ++peer->device_.counters.remote_access_errors;
+    peer->enter_error();
+    fail(wqe, WcStatus::remote_access_error);
+    return;
+  }
+  auto* remote = reinterpret_cast<uint8_t*>(wqe.remote_addr);
+  if (is_read) {
+    copy_from_flat(sq_sges_at(position), wqe.num_sge, remote, length);
+    wqe.byte_len = static_cast<uint32_t>(length);
+  } else {
+    copy_to_flat(remote, sq_sges_at(position), wqe.num_sge,
+                 is_inline ? inline_at(position) : nullptr, length);
+  }
+  device_.counters.bytes_moved += length;
+}
+
+void SimQp::execute_local_inv(SendWqe& wqe) noexcept {
+  KeySlot* slot = device_.slot_by_key(wqe.invalidate_rkey);
+  // The check sees the visible state: on mlx5 an earlier LOCAL_INV may not have landed yet.
+  if (slot == nullptr || slot->kind != KeySlot::Kind::mw ||
+      slot->key8 != (wqe.invalidate_rkey & 0xFFu) || !slot->visible_valid ||
+      slot->bound_qp != this) {
+    fail(wqe, WcStatus::local_qp_op_error);  // as rxe_do_local_ops()
+    return;
+  }
+  slot->valid = false;  // committed at once: remote accesses fail from here on
+  wqe.pending_visibility = true;
+  wqe.mm_index = slot->index;
+  wqe.mm_generation = slot->generation;
+  // The visible state follows at completion (complete()), at once when there is no lag.
+}
+
+void SimQp::execute_bind(SendWqe& wqe) noexcept {
+  KeySlot* mw = device_.slot_by_generation(wqe.bind_mw_index, wqe.bind_mw_generation);
+  const KeySlot* mr = device_.slot_by_key(wqe.bind_mr_lkey);
+  constexpr uint32_t kRemote = kAccessRemoteRead | kAccessRemoteWrite;
+  const bool ok =
+      mw != nullptr && mw->pd == &pd_ && !mw->visible_valid &&  // type 2: must be FREE
+      (wqe.bind_rkey >> 8) == mw->index &&                      // only the key byte changes
+      mr != nullptr && mr->kind == KeySlot::Kind::mr && mr->key8 == (wqe.bind_mr_lkey & 0xFFu) &&
+      mr->valid && mr->pd == &pd_ && (mr->access & kAccessMwBind) != 0 &&
+      (wqe.bind_access & ~kRemote) == 0 &&
+      ((wqe.bind_access & kAccessRemoteWrite) == 0 || (mr->access & kAccessLocalWrite) != 0) &&
+      wqe.bind_addr >= mr->addr &&
+      range_within(wqe.bind_addr - mr->addr, wqe.bind_length, mr->length);
+  if (!ok) {
+    fail(wqe, WcStatus::mw_bind_error);
+    return;
+  }
+  mw->key8 = static_cast<uint8_t>(wqe.bind_rkey & 0xFFu);
+  mw->valid = true;
+  mw->visible_valid = true;
+  mw->addr = wqe.bind_addr;
+  mw->length = wqe.bind_length;
+  mw->access = wqe.bind_access;
+  mw->bound_qp = this;
+  mw->parent_mr = mr;
+}
+
+bool SimQp::complete_ready(bool force) noexcept {
+  bool any = false;
+  uint64_t head = sq_head_.load(std::memory_order_relaxed);
+  while (head != sq_exec_) {
+    SendWqe& wqe = wqe_at(head);
+    if (!force && wqe.complete_at_step > step_) break;
+    complete(wqe);
+    sq_head_.store(++head, std::memory_order_release);
+    any = true;
+  }
+  return any;
+}
+
+void SimQp::complete(SendWqe& wqe) noexcept {
+  if (wqe.pending_visibility) {
+    KeySlot* slot = device_.slot_by_generation(wqe.mm_index, wqe.mm_generation);
+    if (slot != nullptr) {
+      slot->visible_valid = slot->valid;
+      if (!slot->valid) {
+        slot->bound_qp = nullptr;
+        slot->parent_mr = nullptr;
+      }
+    }
+  }
+  if (wqe.opcode == WrOpcode::rdma_read && wqe.status == WcStatus::success) --reads_in_flight_;
+  if (wqe.status != WcStatus::success || (wqe.flags & kWrSignaled) != 0) {
+    push_send_cqe(wqe, wqe.status);
+  }
+}
+
+void SimQp::push_send_cqe(const SendWqe& wqe, WcStatus status) noexcept {
+  WorkCompletion wc;
+  wc.wr_id = wqe.wr_id;
+  wc.status = status;
+  wc.opcode = wc_opcode_of(wqe.opcode);
+  wc.byte_len = status == WcStatus::success ? wqe.byte_len : 0;
+  wc.qp_num = qp_num_;
+  send_cq_.push(wc);
+}
+
+bool SimQp::flush_all() noexcept {
+  bool any = complete_ready(true);  // what executed before the error completes first
+  while (sq_exec_ != sq_db_) {
+    push_send_cqe(wqe_at(sq_exec_), WcStatus::wr_flush_error);  // even unsignaled ones
+    ++sq_exec_;
+    any = true;
+  }
+  sq_head_.store(sq_exec_, std::memory_order_release);
+  reads_in_flight_ = 0;
+  if (srq_ == nullptr) {
+    uint64_t head = rq_.head.load(std::memory_order_relaxed);
+    while (head != rq_.db) {
+      WorkCompletion wc;
+      wc.wr_id = rq_.wqes[head & rq_.mask].wr_id;
+      wc.status = WcStatus::wr_flush_error;
+      wc.opcode = WcOpcode::recv;
+      wc.qp_num = qp_num_;
+      recv_cq_.push(wc);
+      rq_.head.store(++head, std::memory_order_release);
+      any = true;
+    }
+  }
+  return any;
+}
+
+}  // namespace nvmf::verbs::sim

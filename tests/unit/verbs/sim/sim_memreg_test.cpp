@@ -1,0 +1,450 @@
+// Type-2 memory windows on the sim: bind, remote access through window keys (range, rights,
+// invalidated keys), local and remote invalidation, and the 2017 invalidate/re-bind race under
+// each hardware profile (memreg-2017-race.md section 4, canonical failing trace).
+#include <gtest/gtest.h>
+
+#include "sim_test_util.h"
+
+namespace nvmf::verbs::sim::test {
+namespace {
+
+constexpr uint32_t kRemoteRw = kAccessRemoteRead | kAccessRemoteWrite;
+
+std::unique_ptr<MemoryWindow> make_window(Side& side) {
+  auto mw = side.pd->allocate_window();
+  EXPECT_TRUE(mw);
+  return mw ? std::move(*mw) : nullptr;
+}
+
+// Binds `mw` over the host buffer [offset, offset + length) and waits for the bind.
+uint32_t bind_and_wait(SimPair& pair, MemoryWindow& mw, size_t offset, uint64_t length,
+                       uint32_t access = kRemoteRw) {
+  const uint32_t key = mw.next_rkey();
+  EXPECT_TRUE(pair.host.qp->post_send(
+      bind_wr(500, mw, *pair.host.mr, pair.host.addr(offset), length, access, key)));
+  EXPECT_TRUE(pair.host.qp->flush());
+  auto wcs = pair.collect(*pair.host.send_cq, 1);
+  EXPECT_EQ(wcs.size(), 1u);
+  if (!wcs.empty()) {
+    EXPECT_EQ(wcs[0].status, WcStatus::success);
+    EXPECT_EQ(wcs[0].opcode, WcOpcode::bind_mw);
+  }
+  EXPECT_EQ(mw.rkey(), key);
+  return key;
+}
+
+// The target writes `length` bytes to host address `offset` with `key`; returns its status.
+WcStatus target_write(SimPair& pair, size_t host_offset, uint32_t length, uint32_t key,
+                      uint8_t seed = 1) {
+  fill(pair.target.buffer, 0, length, seed);
+  Sge sge = pair.target.sge(0, length);
+  EXPECT_TRUE(pair.target.qp->post_send(
+      rdma_wr(WrOpcode::rdma_write, 900, &sge, pair.host.addr(host_offset), key, 0)));
+  EXPECT_TRUE(pair.target.qp->flush());
+  auto wcs = pair.collect(*pair.target.send_cq, 1, 5);
+  return wcs.empty() ? WcStatus::success : wcs[0].status;  // unsignaled: no CQE on success
+}
+
+// A refused remote access as on hardware: requester error, both QPs in error, the owner of
+// the memory sees only flushes of its receives.
+void expect_failed_on_both_sides(SimPair& pair, WcStatus requester_status) {
+  EXPECT_EQ(requester_status, WcStatus::remote_access_error);
+  EXPECT_EQ(pair.target.qp->state(), QpState::error);
+  EXPECT_EQ(pair.host.qp->state(), QpState::error);
+  auto drained = pair.drain(3);
+  EXPECT_TRUE(drained.host_send.empty());
+  EXPECT_FALSE(drained.host_recv.empty());
+  EXPECT_EQ(count_status(drained.host_recv, WcStatus::wr_flush_error), drained.host_recv.size());
+}
+
+TEST(SimWindow, BindGrantsAccessToTheWindowRangeOnly) {
+  SimPair pair;
+  ASSERT_NE(pair.target.qp, nullptr);
+  pair.post_recvs(pair.host, 2);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 8192, 4096);
+  EXPECT_EQ(pair.host_provider().key_state(key), KeyState::valid);
+  EXPECT_EQ(target_write(pair, 8192, 4096, key, 7), WcStatus::success);
+  EXPECT_TRUE(filled(pair.host.buffer, 8192, 4096, 7));
+  // 200 bytes from the window's last 100: inside the MR, outside the window (rxe allows it,
+  // the sim does not).
+  const WcStatus status = target_write(pair, 8192 + 4000, 200, key, 8);
+  expect_failed_on_both_sides(pair, status);
+  EXPECT_FALSE(filled(pair.host.buffer, 8192 + 4000, 200, 8));
+}
+
+TEST(SimWindow, ReadOnlyWindowRefusesWritesAndServesReads) {
+  SimPair pair;
+  ASSERT_NE(pair.target.qp, nullptr);
+  pair.post_recvs(pair.host, 1);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 0, 4096, kAccessRemoteRead);
+  fill(pair.host.buffer, 0, 4096, 3);
+  Sge sge = pair.target.sge(0, 4096);
+  ASSERT_TRUE(
+      pair.target.qp->post_send(rdma_wr(WrOpcode::rdma_read, 1, &sge, pair.host.addr(0), key)));
+  ASSERT_TRUE(pair.target.qp->flush());
+  auto wcs = pair.collect(*pair.target.send_cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::success);
+  EXPECT_TRUE(filled(pair.target.buffer, 0, 4096, 3));
+  expect_failed_on_both_sides(pair, target_write(pair, 0, 16, key));
+}
+
+TEST(SimWindow, AccessWithAnInvalidatedKeyFailsOnBothSides) {
+  for (SimProfile profile : {SimProfile::rxe, SimProfile::mlx5_2017}) {
+    SCOPED_TRACE(sim_profile_name(profile));
+    PairOpts opts;
+    opts.sim.profile = profile;
+    SimPair pair(opts);
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 2);
+    auto mw = make_window(pair.host);
+    const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+    ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(2, key)));
+    ASSERT_TRUE(pair.host.qp->flush());
+    auto wcs = pair.collect(*pair.host.send_cq, 1);
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::success);
+    EXPECT_EQ(wcs[0].opcode, WcOpcode::local_inv);
+    EXPECT_EQ(pair.host_provider().key_state(key), KeyState::free);
+    fill(pair.host.buffer, 0, 16, 0);
+    expect_failed_on_both_sides(pair, target_write(pair, 0, 16, key, 9));
+    EXPECT_FALSE(filled(pair.host.buffer, 0, 16, 9));
+    EXPECT_EQ(pair.host_provider().counters().remote_access_errors, 1u);
+  }
+}
+
+TEST(SimWindow, UnsignaledLocalInvalidateRevokesRemoteAccessAtOnceEvenWithLag) {
+  // The lag delays what later binds see, never what remote accesses see.
+  PairOpts opts;
+  opts.sim.profile = SimProfile::mlx5_2017;
+  opts.sim.mkey_commit_lag_steps = 50;
+  SimPair pair(opts);
+  ASSERT_NE(pair.target.qp, nullptr);
+  pair.post_recvs(pair.host, 1);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+  ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(2, key, 0)));
+  ASSERT_TRUE(pair.host.qp->flush());
+  expect_failed_on_both_sides(pair, target_write(pair, 0, 16, key));
+}
+
+TEST(SimWindow, OutOfRangeAndUnknownKeysFailOnBothSides) {
+  {
+    SimPair pair;
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 1);
+    // The MR's own rkey, running past the end of the MR.
+    expect_failed_on_both_sides(pair,
+                                target_write(pair, kBufferBytes - 8, 16, pair.host.mr->rkey()));
+  }
+  {
+    SimPair pair;
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 1);
+    expect_failed_on_both_sides(pair, target_write(pair, 0, 16, 0x00ABCD00u));
+  }
+  {
+    SimPair pair;
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 1);
+    // Right index, wrong key byte.
+    expect_failed_on_both_sides(pair, target_write(pair, 0, 16, pair.host.mr->rkey() ^ 0x80u));
+  }
+}
+
+TEST(SimWindow, SendWithInvalidateReportsTheKeyAndFreesTheWindow) {
+  PairOpts opts;
+  opts.target_srq = true;
+  SimPair pair(opts);
+  ASSERT_NE(pair.target.qp, nullptr);
+  pair.post_recvs(pair.host, 3);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+  Sge sge = pair.target.sge(0, 16);
+  ASSERT_TRUE(pair.target.qp->post_send(send_inv_wr(1, &sge, key)));
+  ASSERT_TRUE(pair.target.qp->flush());
+  auto recv = pair.collect(*pair.host.recv_cq, 1);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].status, WcStatus::success);
+  EXPECT_TRUE(recv[0].remote_invalidated);
+  EXPECT_EQ(recv[0].invalidated_rkey, key);
+  EXPECT_EQ(recv[0].byte_len, 16u);
+  EXPECT_EQ(pair.host_provider().key_state(key), KeyState::free);
+  EXPECT_EQ(pair.collect(*pair.target.send_cq, 1).size(), 1u);
+  // FREE again: the window can be bound with its next key, and the old key is dead.
+  const uint32_t next = bind_and_wait(pair, *mw, 0, 4096);
+  EXPECT_NE(next, key);
+  EXPECT_EQ(target_write(pair, 0, 16, next), WcStatus::success);
+  expect_failed_on_both_sides(pair, target_write(pair, 0, 16, key));
+  // A plain SEND does not claim an invalidation.
+}
+
+TEST(SimWindow, PlainSendDoesNotInvalidate) {
+  SimPair pair;
+  ASSERT_NE(pair.target.qp, nullptr);
+  pair.post_recvs(pair.host, 1);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+  Sge sge = pair.target.sge(0, 16);
+  ASSERT_TRUE(pair.target.qp->post_send(send_wr(1, &sge)));
+  ASSERT_TRUE(pair.target.qp->flush());
+  auto recv = pair.collect(*pair.host.recv_cq, 1);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_FALSE(recv[0].remote_invalidated);
+  EXPECT_EQ(recv[0].invalidated_rkey, 0u);
+  EXPECT_EQ(pair.host_provider().key_state(key), KeyState::valid);
+}
+
+TEST(SimWindow, SendWithInvalidateOfABadKeyFailsAsTheProfileDoes) {
+  {
+    // rxe (rxe-feasibility.md F4): the receiver fails, the sender completes successfully.
+    SimPair pair;
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 2);
+    auto mw = make_window(pair.host);  // never bound
+    Sge sge = pair.target.sge(0, 16);
+    ASSERT_TRUE(pair.target.qp->post_send(send_inv_wr(1, &sge, mw->rkey())));
+    ASSERT_TRUE(pair.target.qp->flush());
+    auto drained = pair.drain(3);
+    ASSERT_EQ(drained.target_send.size(), 1u);
+    EXPECT_EQ(drained.target_send[0].status, WcStatus::success);
+    ASSERT_EQ(drained.host_recv.size(), 2u);
+    EXPECT_EQ(drained.host_recv[0].status, WcStatus::remote_invalid_request_error);
+    EXPECT_EQ(drained.host_recv[1].status, WcStatus::wr_flush_error);
+    EXPECT_EQ(pair.host.qp->state(), QpState::error);
+  }
+  {
+    PairOpts opts;
+    opts.sim.profile = SimProfile::mlx5_2017;
+    SimPair pair(opts);
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 2);
+    auto mw = make_window(pair.host);
+    Sge sge = pair.target.sge(0, 16);
+    ASSERT_TRUE(pair.target.qp->post_send(send_inv_wr(1, &sge, mw->rkey())));
+    ASSERT_TRUE(pair.target.qp->flush());
+    auto drained = pair.drain(3);
+    ASSERT_EQ(drained.target_send.size(), 1u);
+    EXPECT_EQ(drained.target_send[0].status, WcStatus::remote_invalid_request_error);
+    EXPECT_EQ(count_status(drained.host_recv, WcStatus::wr_flush_error), 2u);
+    EXPECT_EQ(pair.host.qp->state(), QpState::error);
+    EXPECT_EQ(pair.target.qp->state(), QpState::error);
+  }
+}
+
+TEST(SimWindow, LocalInvalidateOfAnUnboundOrMismatchedKeyFails) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    SimPair pair;
+    ASSERT_NE(pair.target.qp, nullptr);
+    auto mw = make_window(pair.host);
+    uint32_t key = mw->rkey();  // variant 0: never bound
+    if (variant >= 1) {
+      const uint32_t bound = bind_and_wait(pair, *mw, 0, 4096);
+      key = variant == 1 ? bound ^ 0x40u          // wrong key byte
+                         : pair.host.mr->lkey();  // an MR, not a window
+    }
+    Sge sge = pair.host.sge(0, 16);
+    ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(1, key, 0)));  // unsignaled: still reported
+    ASSERT_TRUE(pair.host.qp->post_send(send_wr(2, &sge, 0)));
+    ASSERT_TRUE(pair.host.qp->flush());
+    auto wcs = pair.collect(*pair.host.send_cq, 2);
+    ASSERT_EQ(wcs.size(), 2u);
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[0].status, WcStatus::local_qp_op_error);
+    EXPECT_EQ(wcs[1].status, WcStatus::wr_flush_error);
+    EXPECT_EQ(pair.host.qp->state(), QpState::error);
+  }
+}
+
+TEST(SimWindow, LocalInvalidateTwiceFailsTheSecondTime) {
+  SimPair pair;
+  ASSERT_NE(pair.target.qp, nullptr);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+  ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(1, key)));
+  ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(2, key)));
+  ASSERT_TRUE(pair.host.qp->flush());
+  auto wcs = pair.collect(*pair.host.send_cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].status, WcStatus::success);
+  EXPECT_EQ(wcs[1].status, WcStatus::local_qp_op_error);
+}
+
+TEST(SimWindow, BindChecksWindowStateKeyIndexAndParentMr) {
+  enum Case { still_valid, wrong_index, no_bind_right, outside_mr, write_without_local_write };
+  for (Case c : {still_valid, wrong_index, no_bind_right, outside_mr, write_without_local_write}) {
+    SCOPED_TRACE(static_cast<int>(c));
+    PairOpts opts;
+    if (c == no_bind_right) opts.host_mr_access = kAccessLocalWrite | kAccessRemoteRead;
+    if (c == write_without_local_write) opts.host_mr_access = kAccessRemoteRead | kAccessMwBind;
+    SimPair pair(opts);
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 1);
+    auto mw = make_window(pair.host);
+    uint32_t key = mw->next_rkey();
+    uint64_t addr = pair.host.addr(0);
+    uint64_t length = 4096;
+    if (c == still_valid) {
+      bind_and_wait(pair, *mw, 0, 4096);
+      key = mw->next_rkey();
+    }
+    if (c == wrong_index) key ^= 0x100u;
+    if (c == outside_mr) length = kBufferBytes + 1;
+    ASSERT_TRUE(
+        pair.host.qp->post_send(bind_wr(1, *mw, *pair.host.mr, addr, length, kRemoteRw, key, 0)));
+    ASSERT_TRUE(pair.host.qp->flush());
+    auto drained = pair.drain(3);
+    ASSERT_EQ(drained.host_send.size(), 1u);
+    EXPECT_EQ(drained.host_send[0].wr_id, 1u);
+    EXPECT_EQ(drained.host_send[0].status, WcStatus::mw_bind_error);
+    EXPECT_EQ(pair.host.qp->state(), QpState::error);
+    EXPECT_EQ(count_status(drained.host_recv, WcStatus::wr_flush_error), 1u);
+  }
+}
+
+TEST(SimWindow, DestroyingTheQpFreesItsWindowsForTheNextConnection) {
+  SimPair pair;
+  ASSERT_NE(pair.target.qp, nullptr);
+  auto mw = make_window(pair.host);
+  const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+  ASSERT_TRUE(pair.host.id->disconnect());
+  EXPECT_EQ(pair.host_provider().key_state(key), KeyState::valid);  // bound to a dead QP
+  pair.host.id.reset();
+  pair.host.qp = nullptr;
+  EXPECT_EQ(pair.host_provider().key_state(key), KeyState::free);
+}
+
+// --- The canonical failing trace -------------------------------------------------------
+//
+// host:   BIND(W,k1) SEND(c1)             target: RECV(c1) WRITE(k1) SEND(rsp1, no invalidate)
+// host:   RECV(rsp1) -> LOCAL_INV(W,k1) unsignaled -> BIND(W,k2) SEND(c2), one doorbell.
+
+struct TraceResult {
+  std::vector<WorkCompletion> host_send;  // after the second I/O
+  std::vector<WorkCompletion> host_recv;
+  QpState host_state = QpState::reset;
+  bool second_write_ok = false;
+};
+
+TraceResult run_canonical_trace(SimProfile profile, uint32_t lag, bool fence_second_bind,
+                                int polls_between = 0) {
+  PairOpts opts;
+  opts.sim.profile = profile;
+  opts.sim.mkey_commit_lag_steps = lag;
+  SimPair pair(opts);
+  TraceResult result;
+  if (pair.target.qp == nullptr) return result;
+  pair.post_recvs(pair.host, 4);
+  pair.post_recvs(pair.target, 4, 0, 64);
+  auto mw = make_window(pair.host);
+  Sge capsule = pair.host.sge(60000, 64);
+
+  // I/O 1.
+  const uint32_t k1 = mw->next_rkey();
+  EXPECT_TRUE(pair.host.qp->post_send(
+      bind_wr(11, *mw, *pair.host.mr, pair.host.addr(4096), 4096, kRemoteRw, k1, 0)));
+  EXPECT_TRUE(pair.host.qp->post_send(send_wr(12, &capsule)));
+  EXPECT_TRUE(pair.host.qp->flush());
+  EXPECT_EQ(pair.collect(*pair.target.recv_cq, 1).size(), 1u);
+  EXPECT_EQ(target_write(pair, 4096, 4096, k1, 21), WcStatus::success);
+  EXPECT_TRUE(filled(pair.host.buffer, 4096, 4096, 21));
+  Sge response = pair.target.sge(30000, 16);
+  EXPECT_TRUE(pair.target.qp->post_send(send_wr(13, &response)));  // no invalidation
+  EXPECT_TRUE(pair.target.qp->flush());
+  auto rsp1 = pair.collect(*pair.host.recv_cq, 1);
+  EXPECT_EQ(rsp1.size(), 1u);
+  EXPECT_EQ(pair.collect(*pair.host.send_cq, 1).size(), 1u);  // c1
+
+  // The host invalidates itself, unsignaled, and reuses the window for I/O 2 at once.
+  EXPECT_TRUE(pair.host.qp->post_send(local_inv_wr(14, k1, 0)));
+  if (polls_between > 0) {
+    // The LOCAL_INV rings in alone; each sim call afterwards is one step.
+    EXPECT_TRUE(pair.host.qp->flush());
+    for (int i = 0; i < polls_between; ++i) pair.host_provider().progress();
+  }
+  const uint32_t k2 = mw->next_rkey();
+  EXPECT_EQ(k2 >> 8, k1 >> 8);
+  EXPECT_TRUE(
+      pair.host.qp->post_send(bind_wr(15, *mw, *pair.host.mr, pair.host.addr(4096), 4096, kRemoteRw,
+                                      k2, fence_second_bind ? uint32_t{kWrFenced} : 0u)));
+  EXPECT_TRUE(pair.host.qp->post_send(send_wr(16, &capsule)));
+  EXPECT_TRUE(pair.host.qp->flush());
+  result.host_send = pair.collect(*pair.host.send_cq, 1);
+  result.host_state = pair.host.qp->state();
+  if (result.host_state == QpState::error) {
+    auto rest = pair.drain(3);
+    result.host_send.insert(result.host_send.end(), rest.host_send.begin(), rest.host_send.end());
+    result.host_recv = rest.host_recv;
+  } else if (pair.collect(*pair.target.recv_cq, 1).size() == 1) {
+    result.second_write_ok = target_write(pair, 4096, 4096, k2, 22) == WcStatus::success &&
+                             filled(pair.host.buffer, 4096, 4096, 22);
+  }
+  return result;
+}
+
+void expect_trace_fails(const TraceResult& result) {
+  EXPECT_EQ(result.host_state, QpState::error);
+  ASSERT_EQ(result.host_send.size(), 2u);
+  EXPECT_EQ(result.host_send[0].wr_id, 15u);  // the unsignaled bind still reports its error
+  EXPECT_EQ(result.host_send[0].status, WcStatus::mw_bind_error);
+  EXPECT_EQ(static_cast<int>(result.host_send[0].status), 6);
+  EXPECT_EQ(result.host_send[1].wr_id, 16u);
+  EXPECT_EQ(result.host_send[1].status, WcStatus::wr_flush_error);
+  EXPECT_EQ(count_status(result.host_recv, WcStatus::wr_flush_error), 3u);
+}
+
+void expect_trace_passes(const TraceResult& result) {
+  EXPECT_EQ(result.host_state, QpState::ready_to_send);
+  ASSERT_EQ(result.host_send.size(), 1u);
+  EXPECT_EQ(result.host_send[0].wr_id, 16u);
+  EXPECT_EQ(result.host_send[0].status, WcStatus::success);
+  EXPECT_TRUE(result.second_write_ok);
+}
+
+TEST(SimCanonicalTrace, FailsUnderMlx5_2017) {
+  expect_trace_fails(run_canonical_trace(SimProfile::mlx5_2017, 8, false));
+}
+
+TEST(SimCanonicalTrace, SucceedsUnderRxe) {
+  expect_trace_passes(run_canonical_trace(SimProfile::rxe, 8, false));
+}
+
+TEST(SimCanonicalTrace, SucceedsUnderMlx5Fenced) {
+  expect_trace_passes(run_canonical_trace(SimProfile::mlx5_fenced, 8, false));
+}
+
+TEST(SimCanonicalTrace, SucceedsUnderMlx5_2017WhenTheBindIsFenced) {
+  expect_trace_passes(run_canonical_trace(SimProfile::mlx5_2017, 8, true));
+}
+
+TEST(SimCanonicalTrace, Mlx5_2017FailsOnlyWhileTheLagExceedsTheDistance) {
+  // Adjacent WQEs are one step apart: a lag of 1 has landed before the bind starts.
+  expect_trace_passes(run_canonical_trace(SimProfile::mlx5_2017, 1, false));
+  expect_trace_fails(run_canonical_trace(SimProfile::mlx5_2017, 2, false));
+  // Each sim call is a step too: enough calls between LOCAL_INV and BIND and it has landed.
+  expect_trace_fails(run_canonical_trace(SimProfile::mlx5_2017, 8, false, 3));
+  expect_trace_passes(run_canonical_trace(SimProfile::mlx5_2017, 8, false, 10));
+}
+
+TEST(SimCanonicalTrace, SignaledInvalidateWaitedForIsSafeUnderMlx5_2017) {
+  PairOpts opts;
+  opts.sim.profile = SimProfile::mlx5_2017;
+  SimPair pair(opts);
+  ASSERT_NE(pair.target.qp, nullptr);
+  auto mw = make_window(pair.host);
+  const uint32_t k1 = bind_and_wait(pair, *mw, 0, 4096);
+  ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(1, k1, kWrSignaled)));  // Sagi's fix
+  ASSERT_TRUE(pair.host.qp->flush());
+  auto inv = pair.collect(*pair.host.send_cq, 1);
+  ASSERT_EQ(inv.size(), 1u);
+  EXPECT_EQ(inv[0].status, WcStatus::success);
+  const uint32_t k2 = bind_and_wait(pair, *mw, 0, 4096);
+  EXPECT_NE(k1, k2);
+  EXPECT_EQ(pair.host.qp->state(), QpState::ready_to_send);
+}
+
+}  // namespace
+}  // namespace nvmf::verbs::sim::test
