@@ -140,11 +140,12 @@ NVMF_SPEC_OFFSET(ConnectData, hostnqn, 512);
 NVMF_SPEC_OFFSET(ConnectData, reserved768, 768);
 
 // "Connect Response" (16 bytes). On success CNTLID and AUTHREQ; on Connect Invalid Parameters
-// DW0 instead holds IATTR (byte 0 bit 0: 1 = the bad field is in the Connect data, 0 = in the
-// SQE) and IPO (bytes 2..3: byte offset of the bad field).
+// DW0 instead holds IPO (bytes 0..1: byte offset of the bad field) and IATTR (byte 2 bit 0:
+// 1 = the bad field is in the Connect data, 0 = in the SQE), as Linux (IPO_IATTR_CONNECT_DATA),
+// SPDK (spdk_nvmf_fabric_connect_rsp.invalid) and FreeBSD lay it out.
 struct ConnectResponse {
-  uint16_t cntlid;      // 00: controller ID (success) / IATTR in byte 0 (invalid parameters)
-  uint16_t authreq;     // 02: authentication requirements (success) / IPO (invalid parameters)
+  uint16_t cntlid;      // 00: controller ID (success) / IPO (invalid parameters)
+  uint16_t authreq;     // 02: authentication requirements (success) / IATTR in byte 2
   uint32_t reserved4;   // 04
   uint16_t sqhd;        // 08
   uint16_t reserved10;  // 10
@@ -169,11 +170,11 @@ constexpr uint16_t connect_response_cntlid(const Cqe& cqe) noexcept {
 // CQE DW0 of Connect Invalid Parameters: which field was bad.
 constexpr uint32_t connect_invalid_parameter_dw0(bool in_connect_data,
                                                  uint16_t byte_offset) noexcept {
-  return (in_connect_data ? 1u : 0u) | (uint32_t{byte_offset} << 16);
+  return uint32_t{byte_offset} | (in_connect_data ? 1u << 16 : 0u);
 }
-constexpr bool connect_invalid_in_data(const Cqe& cqe) noexcept { return get_bit(cqe.cdw0, 0); }
+constexpr bool connect_invalid_in_data(const Cqe& cqe) noexcept { return get_bit(cqe.cdw0, 16); }
 constexpr uint16_t connect_invalid_offset(const Cqe& cqe) noexcept {
-  return static_cast<uint16_t>(cqe.cdw0 >> 16);
+  return static_cast<uint16_t>(cqe.cdw0 & 0xFFFF);
 }
 
 // --- Property Get / Property Set ---

@@ -94,17 +94,17 @@ TEST(SpecConnect, ResponseSuccessAndInvalidParameterDw0) {
   EXPECT_EQ(cqe.cdw0, connect_success_dw0(5));
   EXPECT_EQ(connect_response_cntlid(cqe), 5);
 
-  // Bad HOSTNQN: IATTR=1 (in the Connect data), IPO=512.
+  // Bad HOSTNQN: IPO=512 in bytes 0..1, IATTR=1 (in the Connect data) in byte 2.
   cqe.cdw0 = connect_invalid_parameter_dw0(true, offsetof(ConnectData, hostnqn));
-  EXPECT_EQ(bytes_of(cqe)[0], 0x01);
-  EXPECT_EQ(bytes_of(cqe)[1], 0x00);
-  EXPECT_EQ(bytes_of(cqe)[2], 0x00);
-  EXPECT_EQ(bytes_of(cqe)[3], 0x02);
+  EXPECT_EQ(bytes_of(cqe)[0], 0x00);
+  EXPECT_EQ(bytes_of(cqe)[1], 0x02);
+  EXPECT_EQ(bytes_of(cqe)[2], 0x01);
+  EXPECT_EQ(bytes_of(cqe)[3], 0x00);
   EXPECT_TRUE(connect_invalid_in_data(cqe));
   EXPECT_EQ(connect_invalid_offset(cqe), 512);
   // Bad SQSIZE: IATTR=0 (in the command), IPO=44.
   cqe.cdw0 = connect_invalid_parameter_dw0(false, offsetof(ConnectCommand, sqsize));
-  EXPECT_EQ(cqe.cdw0, 0x002C0000u);
+  EXPECT_EQ(cqe.cdw0, 0x0000002Cu);
   EXPECT_FALSE(connect_invalid_in_data(cqe));
   EXPECT_EQ(connect_invalid_offset(cqe), 44);
 

@@ -1,0 +1,538 @@
+// JSON configuration parser. Exceptions (nlohmann's and our ConfigError) live only inside
+// parse_target_config(); its boundary turns them into Result + a one-line message (STYLE 7).
+#include "target/config.h"
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/util.h"
+#include "spec/string_field.h"
+#include "target/target.h"
+
+namespace nvmf::target {
+
+using json = nlohmann::json;
+
+const char* send_with_invalidate_name(SendWithInvalidate mode) noexcept {
+  return mode == SendWithInvalidate::off ? "off" : "auto";
+}
+
+namespace {
+
+struct ConfigError {
+  std::string message;  // "path: problem"
+};
+
+[[noreturn]] void fail(const std::string& path, const std::string& problem) {
+  throw ConfigError{path + ": " + problem};
+}
+
+const char* type_name(const json& value) {
+  switch (value.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+      return "a negative integer";
+    case json::value_t::number_unsigned:
+      return "an unsigned integer";
+    case json::value_t::number_float:
+      return "a number with a fraction";
+    default:
+      return "something else";
+  }
+}
+
+// One JSON object with its path: typed getters that name the field in every error, and a check
+// that no key outside the allowed set is present.
+class Node {
+ public:
+  Node(const json& value, std::string path) : value_(value), path_(std::move(path)) {
+    if (!value_.is_object())
+      fail(path_, std::string("expected an object, got ") + type_name(value_));
+  }
+
+  const std::string& path() const { return path_; }
+  std::string child(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  void allow_only(std::initializer_list<const char*> keys) const {
+    for (const auto& [key, unused] : value_.items()) {
+      bool known = false;
+      for (const char* allowed : keys) known = known || key == allowed;
+      if (!known) fail(child(key.c_str()), "unknown key");
+    }
+  }
+
+  bool has(const char* key) const { return value_.contains(key); }
+  const json& at(const char* key) const { return value_.at(key); }
+
+  uint64_t get_uint(const char* key, uint64_t min, uint64_t max, uint64_t fallback) const {
+    if (!has(key)) return fallback;
+    const json& value = at(key);
+    if (!value.is_number_unsigned()) {
+      fail(child(key), std::string("expected an unsigned integer, got ") + type_name(value));
+    }
+    const uint64_t number = value.get<uint64_t>();
+    if (number < min || number > max) {
+      fail(child(key), std::to_string(number) + " is outside [" + std::to_string(min) + ", " +
+                           std::to_string(max) + "]");
+    }
+    return number;
+  }
+
+  bool get_bool(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& value = at(key);
+    if (!value.is_boolean())
+      fail(child(key), std::string("expected a boolean, got ") + type_name(value));
+    return value.get<bool>();
+  }
+
+  std::string get_string(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const json& value = at(key);
+    if (!value.is_string())
+      fail(child(key), std::string("expected a string, got ") + type_name(value));
+    return value.get<std::string>();
+  }
+
+  std::string require_string(const char* key) const {
+    if (!has(key)) fail(child(key), "required");
+    return get_string(key, "");
+  }
+
+  // An optional array; each element is visited with its path.
+  template <typename Fn>
+  void each(const char* key, Fn&& fn) const {
+    if (!has(key)) return;
+    const json& value = at(key);
+    if (!value.is_array())
+      fail(child(key), std::string("expected an array, got ") + type_name(value));
+    for (size_t i = 0; i < value.size(); ++i) {
+      fn(value[i], child(key) + "[" + std::to_string(i) + "]", i);
+    }
+  }
+
+ private:
+  const json& value_;
+  std::string path_;
+};
+
+std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Hex digits (dashes skipped) into `out`; false unless exactly out_size bytes' worth.
+bool parse_hex(std::string_view text, uint8_t* out, size_t out_size) {
+  size_t nibbles = 0;
+  for (const char c : text) {
+    if (c == '-') continue;
+    const int value = hex_value(c);
+    if (value < 0 || nibbles >= out_size * 2) return false;
+    if (nibbles % 2 == 0) {
+      out[nibbles / 2] = static_cast<uint8_t>(value << 4);
+    } else {
+      out[nibbles / 2] = static_cast<uint8_t>(out[nibbles / 2] | value);
+    }
+    ++nibbles;
+  }
+  return nibbles == out_size * 2;
+}
+
+bdev::Uuid parse_uuid(const Node& node, const char* key) {
+  const std::string text = node.get_string(key, "");
+  bdev::Uuid uuid{};
+  if (!spec::uuid_text_valid(text) || !parse_hex(text, uuid.data(), uuid.size())) {
+    fail(node.child(key),
+         in_quotes(text) + " is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)");
+  }
+  return uuid;
+}
+
+template <size_t N>
+std::array<uint8_t, N> parse_hex_id(const Node& node, const char* key) {
+  const std::string text = node.get_string(key, "");
+  std::array<uint8_t, N> id{};
+  if (text.find('-') != std::string::npos || !parse_hex(text, id.data(), N)) {
+    fail(node.child(key), in_quotes(text) + " is not " + std::to_string(N * 2) + " hex digits");
+  }
+  return id;
+}
+
+void parse_target_section(const Node& node, TargetOpts& opts) {
+  node.allow_only(
+      {"max_namespaces_default", "keep_alive_granularity_ms", "discovery_keep_alive_timeout_ms"});
+  opts.max_namespaces_default = static_cast<uint32_t>(
+      node.get_uint("max_namespaces_default", 1, 1024, opts.max_namespaces_default));
+  const uint64_t granularity =
+      node.get_uint("keep_alive_granularity_ms", 100, 6553500, opts.keep_alive_granularity_ms);
+  if (granularity % 100 != 0) {
+    fail(node.child("keep_alive_granularity_ms"),
+         std::to_string(granularity) + " is not a multiple of 100");
+  }
+  opts.keep_alive_granularity_ms = static_cast<uint32_t>(granularity);
+  opts.discovery_keep_alive_timeout_ms = static_cast<uint32_t>(node.get_uint(
+      "discovery_keep_alive_timeout_ms", 1, UINT32_MAX, opts.discovery_keep_alive_timeout_ms));
+}
+
+void parse_transport(const Node& node, TargetConfig& config) {
+  node.allow_only({"type", "max_queue_depth", "max_admin_queue_depth", "max_qpairs_per_ctrlr",
+                   "in_capsule_data_size", "max_io_size", "max_sgl_descriptors",
+                   "send_with_invalidate"});
+  const std::string type = node.require_string("type");
+  if (type != "rdma")
+    fail(node.child("type"), in_quotes(type) + " is not a supported transport (rdma)");
+  config.transport.type = type;
+  TargetOpts& opts = config.opts;
+  opts.max_queue_depth =
+      static_cast<uint32_t>(node.get_uint("max_queue_depth", 2, 65536, opts.max_queue_depth));
+  opts.max_admin_queue_depth = static_cast<uint32_t>(
+      node.get_uint("max_admin_queue_depth", 2, 65536, opts.max_admin_queue_depth));
+  opts.max_qpairs_per_ctrlr = static_cast<uint32_t>(
+      node.get_uint("max_qpairs_per_ctrlr", 2, 65535, opts.max_qpairs_per_ctrlr));
+  const uint64_t icd = node.get_uint("in_capsule_data_size", 0, 16384, opts.in_capsule_data_size);
+  if (icd % 16 != 0)
+    fail(node.child("in_capsule_data_size"), std::to_string(icd) + " is not a multiple of 16");
+  opts.in_capsule_data_size = static_cast<uint32_t>(icd);
+  const uint64_t io_size = node.get_uint("max_io_size", 4096, 1u << 30, opts.max_io_size);
+  if (io_size % 4096 != 0 || !is_power_of_two(io_size / 4096)) {
+    fail(node.child("max_io_size"), std::to_string(io_size) + " is not 4096 times a power of two");
+  }
+  opts.max_io_size = static_cast<uint32_t>(io_size);
+  opts.max_sgl_descriptors =
+      static_cast<uint32_t>(node.get_uint("max_sgl_descriptors", 1, 255, opts.max_sgl_descriptors));
+  const std::string invalidate = node.get_string("send_with_invalidate", "auto");
+  if (invalidate == "auto") {
+    config.transport.send_with_invalidate = SendWithInvalidate::automatic;
+  } else if (invalidate == "off") {
+    config.transport.send_with_invalidate = SendWithInvalidate::off;
+  } else {
+    fail(node.child("send_with_invalidate"), in_quotes(invalidate) + " is not auto or off");
+  }
+}
+
+BdevConfig parse_bdev(const Node& node) {
+  BdevConfig bdev;
+  const std::string type = node.require_string("type");
+  bdev.name = node.require_string("name");
+  if (bdev.name.empty()) fail(node.child("name"), "must not be empty");
+  const uint64_t block_size = node.get_uint("block_size", 512, 65536, 512);
+  if (!is_power_of_two(block_size)) {
+    fail(node.child("block_size"),
+         std::to_string(block_size) + " is not a power of two in [512, 65536]");
+  }
+  const uint32_t queue_depth = static_cast<uint32_t>(node.get_uint("queue_depth", 1, 4096, 128));
+  bdev::Uuid uuid{};
+  if (node.has("uuid")) uuid = parse_uuid(node, "uuid");
+  const uint64_t blocks_max = UINT64_MAX / block_size;
+  if (type == "null") {
+    node.allow_only({"type", "name", "block_size", "num_blocks", "uuid", "queue_depth",
+                     "completion_delay_ns", "zero_read_buffers"});
+    bdev.kind = BdevKind::null;
+    auto& opts = bdev.null_opts;
+    opts.name = bdev.name;
+    opts.block_size_bytes = static_cast<uint32_t>(block_size);
+    opts.block_count = node.get_uint("num_blocks", 1, blocks_max, opts.block_count);
+    opts.uuid = uuid;
+    opts.queue_depth_max = queue_depth;
+    // 60 s: the bdev's own limit (hosts time out after 30 s).
+    opts.completion_delay_ns =
+        node.get_uint("completion_delay_ns", 0, 60ull * 1000 * 1000 * 1000, 0);
+    opts.zero_read_buffers = node.get_bool("zero_read_buffers", false);
+  } else if (type == "malloc") {
+    node.allow_only({"type", "name", "block_size", "num_blocks", "uuid", "queue_depth"});
+    bdev.kind = BdevKind::malloc;
+    auto& opts = bdev.malloc_opts;
+    opts.name = bdev.name;
+    opts.block_size_bytes = static_cast<uint32_t>(block_size);
+    opts.block_count = node.get_uint("num_blocks", 1, blocks_max, opts.block_count);
+    opts.uuid = uuid;
+    opts.queue_depth_max = queue_depth;
+  } else if (type == "uring") {
+    node.allow_only({"type", "name", "block_size", "uuid", "queue_depth", "path", "create_file",
+                     "size_bytes", "direct_io", "fallocate"});
+    bdev.kind = BdevKind::uring;
+    auto& opts = bdev.uring_opts;
+    opts.name = bdev.name;
+    opts.path = node.require_string("path");
+    if (opts.path.empty()) fail(node.child("path"), "must not be empty");
+    opts.block_size_bytes = node.has("block_size") ? static_cast<uint32_t>(block_size) : 0;
+    opts.create_file = node.get_bool("create_file", false);
+    opts.size_bytes = node.get_uint("size_bytes", 0, UINT64_MAX, 0);
+    const std::string direct = node.get_string("direct_io", "prefer");
+    if (direct == "prefer") {
+      opts.direct_io = bdev::DirectIo::prefer;
+    } else if (direct == "required") {
+      opts.direct_io = bdev::DirectIo::required;
+    } else if (direct == "off") {
+      opts.direct_io = bdev::DirectIo::off;
+    } else {
+      fail(node.child("direct_io"), in_quotes(direct) + " is not prefer, required or off");
+    }
+    opts.fallocate_enabled = node.get_bool("fallocate", true);
+    opts.uuid = uuid;
+    opts.queue_depth_max = queue_depth;
+  } else {
+    fail(node.child("type"), in_quotes(type) + " is not a bdev type (null, malloc, uring)");
+  }
+  return bdev;
+}
+
+ListenerAddress parse_listener(const Node& node) {
+  node.allow_only({"trtype", "adrfam", "traddr", "trsvcid"});
+  ListenerAddress address;
+  const std::string trtype = node.get_string("trtype", "rdma");
+  if (trtype != "rdma") fail(node.child("trtype"), in_quotes(trtype) + " is not supported (rdma)");
+  address.trtype = spec::trtype::rdma;
+  const std::string adrfam = node.get_string("adrfam", "ipv4");
+  int family = AF_INET;
+  if (adrfam == "ipv4") {
+    address.adrfam = spec::adrfam::ipv4;
+  } else if (adrfam == "ipv6") {
+    address.adrfam = spec::adrfam::ipv6;
+    family = AF_INET6;
+  } else {
+    fail(node.child("adrfam"), in_quotes(adrfam) + " is not ipv4 or ipv6");
+  }
+  address.traddr = node.require_string("traddr");
+  unsigned char parsed[sizeof(in6_addr)];
+  if (inet_pton(family, address.traddr.c_str(), parsed) != 1) {
+    fail(node.child("traddr"), in_quotes(address.traddr) + " is not an " + adrfam + " address");
+  }
+  if (node.has("trsvcid") && node.at("trsvcid").is_number_unsigned()) {
+    address.trsvcid = std::to_string(node.get_uint("trsvcid", 1, 65535, 4420));
+  } else {
+    address.trsvcid = node.get_string("trsvcid", "4420");
+    unsigned port = 0;
+    const char* begin = address.trsvcid.data();
+    const char* end = begin + address.trsvcid.size();
+    const auto [at, error] = std::from_chars(begin, end, port);
+    if (error != std::errc{} || at != end || port == 0 || port > 65535) {
+      fail(node.child("trsvcid"),
+           in_quotes(address.trsvcid) + " is not a port number in [1, 65535]");
+    }
+  }
+  return address;
+}
+
+bool printable(const std::string& text) {
+  for (const char c : text) {
+    if (c < 0x20 || c > 0x7E) return false;
+  }
+  return true;
+}
+
+SubsystemConfig parse_subsystem(const Node& node, const TargetConfig& config) {
+  node.allow_only({"nqn", "serial_number", "model_number", "allow_any_host", "hosts",
+                   "max_namespaces", "namespaces", "listeners"});
+  SubsystemConfig subsystem;
+  SubsystemOpts& opts = subsystem.opts;
+  opts.nqn = node.require_string("nqn");
+  if (!spec::nqn_valid(opts.nqn))
+    fail(node.child("nqn"), in_quotes(opts.nqn) + " is not a valid NQN");
+  if (opts.nqn == spec::discovery_nqn) {
+    fail(node.child("nqn"), "the discovery subsystem is built in and cannot be configured");
+  }
+  opts.serial_number = node.get_string("serial_number", opts.serial_number);
+  if (opts.serial_number.size() > 20 || !printable(opts.serial_number)) {
+    fail(node.child("serial_number"), "must be at most 20 printable ASCII characters");
+  }
+  opts.model_number = node.get_string("model_number", opts.model_number);
+  if (opts.model_number.size() > 40 || !printable(opts.model_number)) {
+    fail(node.child("model_number"), "must be at most 40 printable ASCII characters");
+  }
+  opts.allow_any_host = node.get_bool("allow_any_host", false);
+  node.each("hosts", [&](const json& value, const std::string& path, size_t) {
+    if (!value.is_string())
+      fail(path, std::string("expected a host NQN string, got ") + type_name(value));
+    const std::string host = value.get<std::string>();
+    if (!spec::nqn_valid(host)) fail(path, in_quotes(host) + " is not a valid NQN");
+    for (const std::string& seen : opts.hosts) {
+      if (seen == host) fail(path, "duplicate host " + in_quotes(host));
+    }
+    opts.hosts.push_back(host);
+  });
+  opts.max_namespaces = static_cast<uint32_t>(
+      node.get_uint("max_namespaces", 1, 1024, config.opts.max_namespaces_default));
+  std::set<uint32_t> nsids;
+  node.each("namespaces", [&](const json& value, const std::string& path, size_t) {
+    const Node ns_node(value, path);
+    ns_node.allow_only({"nsid", "bdev", "uuid", "nguid", "eui64"});
+    NamespaceConfig ns;
+    ns.nsid = static_cast<uint32_t>(ns_node.get_uint("nsid", 1, opts.max_namespaces, 0));
+    if (ns.nsid != 0 && !nsids.insert(ns.nsid).second) {
+      fail(ns_node.child("nsid"), "duplicate NSID " + std::to_string(ns.nsid));
+    }
+    ns.bdev = ns_node.require_string("bdev");
+    bool known = false;
+    for (const BdevConfig& bdev : config.bdevs) known = known || bdev.name == ns.bdev;
+    if (!known) fail(ns_node.child("bdev"), "no bdev named " + in_quotes(ns.bdev));
+    if (ns_node.has("uuid")) {
+      ns.uuid_set = true;
+      ns.uuid = parse_uuid(ns_node, "uuid");
+    }
+    if (ns_node.has("nguid")) ns.nguid = parse_hex_id<16>(ns_node, "nguid");
+    if (ns_node.has("eui64")) ns.eui64 = parse_hex_id<8>(ns_node, "eui64");
+    subsystem.namespaces.push_back(ns);
+  });
+  if (subsystem.namespaces.size() > opts.max_namespaces) {
+    fail(node.child("namespaces"), std::to_string(subsystem.namespaces.size()) +
+                                       " namespaces exceed max_namespaces " +
+                                       std::to_string(opts.max_namespaces));
+  }
+  node.each("listeners", [&](const json& value, const std::string& path, size_t) {
+    ListenerAddress address = parse_listener(Node(value, path));
+    for (const ListenerAddress& seen : subsystem.listeners) {
+      if (seen == address)
+        fail(path, "duplicate listener " + address.traddr + ":" + address.trsvcid);
+    }
+    subsystem.listeners.push_back(address);
+  });
+  return subsystem;
+}
+
+TargetConfig parse(std::string_view text) {
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& error) {
+    // nlohmann says "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
+    std::string what = error.what();
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    fail("config", "invalid JSON: " + what);
+  }
+  const Node top(root, "");
+  top.allow_only({"target", "transports", "bdevs", "subsystems"});
+  TargetConfig config;
+  if (top.has("target")) parse_target_section(Node(top.at("target"), "target"), config.opts);
+  top.each("transports", [&](const json& value, const std::string& path, size_t index) {
+    if (index > 0) fail(path, "only one rdma transport is supported");
+    parse_transport(Node(value, path), config);
+    config.transport_configured = true;
+  });
+  top.each("bdevs", [&](const json& value, const std::string& path, size_t) {
+    BdevConfig bdev = parse_bdev(Node(value, path));
+    for (const BdevConfig& seen : config.bdevs) {
+      if (seen.name == bdev.name)
+        fail(path + ".name", "duplicate bdev name " + in_quotes(bdev.name));
+    }
+    config.bdevs.push_back(std::move(bdev));
+  });
+  top.each("subsystems", [&](const json& value, const std::string& path, size_t) {
+    SubsystemConfig subsystem = parse_subsystem(Node(value, path), config);
+    for (const SubsystemConfig& seen : config.subsystems) {
+      if (seen.opts.nqn == subsystem.opts.nqn) {
+        fail(path + ".nqn", "duplicate subsystem " + in_quotes(subsystem.opts.nqn));
+      }
+    }
+    config.subsystems.push_back(std::move(subsystem));
+  });
+  if (auto valid = config.opts.validate(); !valid) fail("config", valid.error().detail);
+  return config;
+}
+
+std::string describe(const Error& error) {
+  char buffer[160];
+  return error_describe(error, buffer, sizeof(buffer));
+}
+
+}  // namespace
+
+Result<TargetConfig> parse_target_config(std::string_view text,
+                                         std::string* error_message) noexcept {
+  try {
+    return parse(text);
+  } catch (const ConfigError& error) {
+    if (error_message != nullptr) *error_message = error.message;
+  } catch (const std::exception& error) {
+    if (error_message != nullptr) *error_message = std::string("config: ") + error.what();
+  } catch (...) {
+    if (error_message != nullptr) *error_message = "config: unexpected error";
+  }
+  return Unexpected(Errc::invalid_argument, "configuration");
+}
+
+Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& registry, Target& target,
+                          std::string* error_message) {
+  const auto failed = [&](const std::string& message, const Error& error) -> Result<void> {
+    if (error_message != nullptr) *error_message = message;
+    return Unexpected(error);
+  };
+  for (size_t i = 0; i < config.bdevs.size(); ++i) {
+    const BdevConfig& bdev = config.bdevs[i];
+    Result<std::unique_ptr<bdev::Bdev>> made = Unexpected(Errc::invalid_argument);
+    switch (bdev.kind) {
+      case BdevKind::null:
+        made = bdev::create_null_bdev(bdev.null_opts);
+        break;
+      case BdevKind::malloc:
+        made = bdev::create_malloc_bdev(bdev.malloc_opts);
+        break;
+      case BdevKind::uring:
+        made = bdev::create_uring_bdev(bdev.uring_opts);
+        break;
+    }
+    const std::string path = "bdevs[" + std::to_string(i) + "]";
+    if (!made)
+      return failed(
+          path + ": cannot create bdev " + in_quotes(bdev.name) + ": " + describe(made.error()),
+          made.error());
+    if (auto added = registry.add(std::move(*made)); !added) {
+      return failed(path + ".name: " + in_quotes(bdev.name) + " is already registered",
+                    added.error());
+    }
+  }
+  for (size_t i = 0; i < config.subsystems.size(); ++i) {
+    const SubsystemConfig& subsystem = config.subsystems[i];
+    const std::string path = "subsystems[" + std::to_string(i) + "]";
+    if (auto added = target.add_subsystem(subsystem.opts); !added) {
+      return failed(path + ".nqn: cannot add " + in_quotes(subsystem.opts.nqn) + ": " +
+                        describe(added.error()),
+                    added.error());
+    }
+    for (size_t j = 0; j < subsystem.namespaces.size(); ++j) {
+      const NamespaceConfig& ns = subsystem.namespaces[j];
+      const std::string ns_path = path + ".namespaces[" + std::to_string(j) + "]";
+      NamespaceOpts opts;
+      opts.nsid = ns.nsid;
+      opts.bdev = registry.find(ns.bdev);
+      if (opts.bdev == nullptr) {
+        return failed(ns_path + ".bdev: no bdev named " + in_quotes(ns.bdev),
+                      Error(Errc::not_found, "bdev"));
+      }
+      opts.uuid_set = ns.uuid_set;
+      opts.uuid = ns.uuid;
+      opts.nguid = ns.nguid;
+      opts.eui64 = ns.eui64;
+      if (auto added = target.add_namespace(subsystem.opts.nqn, opts); !added) {
+        return failed(ns_path + ": " + describe(added.error()), added.error());
+      }
+    }
+    for (size_t j = 0; j < subsystem.listeners.size(); ++j) {
+      if (auto added = target.add_listener(subsystem.opts.nqn, subsystem.listeners[j]); !added) {
+        return failed(path + ".listeners[" + std::to_string(j) + "]: " + describe(added.error()),
+                      added.error());
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace nvmf::target

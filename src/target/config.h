@@ -1,0 +1,99 @@
+// The target's JSON configuration as plain structs, its parser, and build_target() that makes
+// the bdevs and subsystems it describes. Setup path only (any thread; not reactor code).
+//
+// Shape (every key optional unless marked; unknown keys are errors, so typos cannot pass):
+//   {
+//     "target":     { "max_namespaces_default": 32, "keep_alive_granularity_ms": 1000,
+//                     "discovery_keep_alive_timeout_ms": 120000 },
+//     "transports": [ { "type": "rdma" (required), "max_queue_depth": 128,
+//                       "max_admin_queue_depth": 128, "max_qpairs_per_ctrlr": 128,
+//                       "in_capsule_data_size": 4096, "max_io_size": 131072,
+//                       "max_sgl_descriptors": 16, "send_with_invalidate": "auto" | "off" } ],
+//     "bdevs": [ { "type": "null" | "malloc" | "uring" (required), "name" (required),
+//                  "block_size": 512, "num_blocks": N, "uuid": "8-4-4-4-12", "queue_depth": 128,
+//                  null:  "completion_delay_ns", "zero_read_buffers"
+//                  uring: "path" (required), "create_file", "size_bytes", "direct_io":
+//                         "prefer" | "required" | "off", "fallocate" } ],
+//     "subsystems": [ { "nqn" (required), "serial_number", "model_number", "allow_any_host",
+//                       "hosts": [NQN...], "max_namespaces",
+//                       "namespaces": [ { "nsid", "bdev" (required), "uuid", "nguid" (32 hex),
+//                                         "eui64" (16 hex) } ],
+//                       "listeners": [ { "trtype": "rdma", "adrfam": "ipv4" | "ipv6",
+//                                        "traddr" (required), "trsvcid": "4420" } ] } ]
+//   }
+// Errors are one line naming the field path and the problem, e.g.
+//   subsystems[1].namespaces[0].bdev: no bdev named "Malloc9"
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bdev/malloc_bdev.h"
+#include "bdev/null_bdev.h"
+#include "bdev/registry.h"
+#include "bdev/uring_bdev.h"
+#include "common/result.h"
+#include "target/opts.h"
+#include "target/subsystem.h"
+
+namespace nvmf::target {
+
+class Target;
+
+enum class SendWithInvalidate : uint8_t { automatic, off };
+const char* send_with_invalidate_name(SendWithInvalidate mode) noexcept;
+
+// Options only the transport reads (the core's share lives in TargetOpts).
+struct TransportConfig {
+  std::string type = "rdma";
+  // auto: answer with SEND_WITH_INVALIDATE when the host asked for it and the device can;
+  // off: never (needed to reproduce the 2017 memory-window race).
+  SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
+};
+
+enum class BdevKind : uint8_t { null, malloc, uring };
+
+struct BdevConfig {
+  BdevKind kind = BdevKind::null;
+  std::string name{};
+  bdev::NullBdevOpts null_opts{};      // kind == null
+  bdev::MallocBdevOpts malloc_opts{};  // kind == malloc
+  bdev::UringBdevOpts uring_opts{};    // kind == uring
+};
+
+struct NamespaceConfig {
+  uint32_t nsid = 0;   // 0: the lowest free
+  std::string bdev{};  // a name from "bdevs"
+  bool uuid_set = false;
+  bdev::Uuid uuid{};
+  std::array<uint8_t, 16> nguid{};
+  std::array<uint8_t, 8> eui64{};
+};
+
+struct SubsystemConfig {
+  SubsystemOpts opts{};
+  std::vector<NamespaceConfig> namespaces{};
+  std::vector<ListenerAddress> listeners{};
+};
+
+struct TargetConfig {
+  TargetOpts opts{};
+  bool transport_configured = false;  // a "transports" entry was given
+  TransportConfig transport{};
+  std::vector<BdevConfig> bdevs{};
+  std::vector<SubsystemConfig> subsystems{};
+};
+
+// Parses `json`. On failure returns invalid_argument and puts the one-line message (field path:
+// problem) in *error_message. Never throws.
+Result<TargetConfig> parse_target_config(std::string_view json,
+                                         std::string* error_message) noexcept;
+
+// Creates every bdev (registered in `registry`) and subsystem with its hosts, namespaces and
+// listeners in `target` (made with config.opts). On failure the message names the config
+// field; what was created before stays (the caller tears the target down).
+Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& registry, Target& target,
+                          std::string* error_message);
+
+}  // namespace nvmf::target

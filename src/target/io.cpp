@@ -1,0 +1,287 @@
+// The I/O path: Read, Write, Flush, Write Zeroes and Dataset Management mapped onto the
+// namespace's bdev through this reactor's channel. No lock, no allocation: the BdevIo lives in
+// the Request, a busy bdev parks the Request on its queue pair's pending list, and the poller
+// retries it. Checks and statuses follow SPDK lib/nvmf/ctrlr_bdev.c.
+//
+// The request state machine (RequestState, request.h):
+//   executing -> need_bdev            checks passed, the bdev I/O is described
+//   need_bdev -> need_bdev            the channel is busy: wait on the pending list
+//   need_bdev -> bdev_submitted       the channel took it
+//   need_bdev -> complete             the bdev refused it (mapped to a status)
+//   bdev_submitted -> bdev_done       the BdevIo callback ran
+//   bdev_done -> need_bdev            Dataset Management: the next range
+//   bdev_done -> complete             finished (status mapped from the bdev)
+//   complete -> free                  request_complete()
+// advance() loops until the state stops changing; the callback only sets a state and calls it.
+#include <cstring>
+
+#include "common/log.h"
+#include "target/target.h"
+
+NVMF_LOG_COMPONENT_DECLARE(target);
+
+namespace nvmf::target {
+
+namespace {
+
+spec::Status map_io_status(const bdev::BdevIo& io) noexcept {
+  switch (io.status) {
+    case bdev::IoStatus::success:
+      return spec::status_success;
+    case bdev::IoStatus::io_error:
+      // The bdev header's mapping: a failed write is a Write Fault, a failed read an
+      // Unrecovered Read Error, anything else an Internal Error.
+      if (io.type == bdev::IoType::write) {
+        return spec::make_status(spec::sct::media_data_integrity, spec::sc_media::write_fault);
+      }
+      if (io.type == bdev::IoType::read) {
+        return spec::make_status(spec::sct::media_data_integrity,
+                                 spec::sc_media::unrecovered_read_error);
+      }
+      return spec::generic_status(spec::sc_generic::internal_error);
+    case bdev::IoStatus::no_space:
+      return spec::generic_status(spec::sc_generic::capacity_exceeded);
+    case bdev::IoStatus::aborted:
+      return spec::generic_status(spec::sc_generic::aborted_sq_deletion);
+    case bdev::IoStatus::pending:
+      break;
+  }
+  return spec::generic_status(spec::sc_generic::internal_error);
+}
+
+bdev::IoType io_type_of(uint8_t opcode) noexcept {
+  switch (opcode) {
+    case spec::nvm_opcode::read:
+      return bdev::IoType::read;
+    case spec::nvm_opcode::write:
+      return bdev::IoType::write;
+    case spec::nvm_opcode::flush:
+      return bdev::IoType::flush;
+    case spec::nvm_opcode::write_zeroes:
+      return bdev::IoType::write_zeroes;
+    default:
+      return bdev::IoType::unmap;  // Dataset Management (deallocate)
+  }
+}
+
+void fail(Request& req, const spec::Status& status) noexcept {
+  req.state = RequestState::complete;
+  detail::complete_status(req, status);
+}
+
+}  // namespace
+
+void PollGroup::execute_io(Request& req) noexcept {
+  Qpair& qpair = *req.qpair;
+  Controller& controller = *qpair.controller_;
+  const spec::Sqe& cmd = req.cmd;
+  if (!controller.io_ready()) {
+    // Disabled, shut down or failed controller (SPDK: Command Sequence Error).
+    return fail(req, detail::generic_error(spec::sc_generic::command_sequence_error));
+  }
+  switch (cmd.opcode) {
+    case spec::nvm_opcode::read:
+    case spec::nvm_opcode::write:
+    case spec::nvm_opcode::flush:
+    case spec::nvm_opcode::write_zeroes:
+    case spec::nvm_opcode::dataset_management:
+      break;
+    default:
+      return fail(req, detail::generic_error(spec::sc_generic::invalid_opcode));
+  }
+  if (cmd.fuse() != spec::fuse::normal) {
+    // Fused operations are not supported (Identify FUSES = 0).
+    return fail(req, detail::generic_error(spec::sc_generic::invalid_field));
+  }
+  NsSlot* ns = lookup_namespace(controller.subsystem(), cmd.nsid);
+  if (ns == nullptr) {
+    return fail(req, detail::generic_error(spec::sc_generic::invalid_namespace_or_format));
+  }
+  const bdev::IoType type = io_type_of(cmd.opcode);
+  if ((ns->io_types & bdev::io_type_bit(type)) == 0) {
+    // Not advertised in ONCS for this namespace's bdev.
+    return fail(req, detail::generic_error(spec::sc_generic::invalid_opcode));
+  }
+
+  bdev::BdevIo& io = req.bdev_io;
+  io.type = type;
+  io.iov = nullptr;
+  io.iovcnt = 0;
+  io.offset_blocks = 0;
+  io.num_blocks = 0;
+  io.done = &PollGroup::bdev_done;
+  io.done_ctx = &req;
+  req.channel = ns->channel.get();
+
+  switch (cmd.opcode) {
+    case spec::nvm_opcode::read:
+    case spec::nvm_opcode::write: {
+      const uint64_t lba = spec::rw_starting_lba(cmd);
+      const uint64_t blocks = spec::rw_block_count(cmd);
+      if (!range_within(lba, blocks, ns->block_count)) {  // overflow-safe: LBA + NLB may wrap
+        return fail(req, detail::generic_error(spec::sc_generic::lba_out_of_range));
+      }
+      const uint64_t bytes = blocks << ns->block_shift;
+      if (bytes > target_.opts().max_io_size) {  // above MDTS
+        return fail(req, detail::generic_error(spec::sc_generic::invalid_field));
+      }
+      if (bytes != req.length) {
+        // The host's SGL does not describe exactly NLB blocks.
+        return fail(req, detail::generic_error(spec::sc_generic::data_sgl_length_invalid));
+      }
+      io.offset_blocks = lba;
+      io.num_blocks = blocks;
+      io.iov = req.iov;
+      io.iovcnt = req.iovcnt;
+      break;
+    }
+    case spec::nvm_opcode::flush:
+      break;  // the whole device: bdev.h allows 0/0 for flush
+    case spec::nvm_opcode::write_zeroes: {
+      const uint64_t lba = spec::rw_starting_lba(cmd);
+      const uint64_t blocks = spec::rw_block_count(cmd);
+      if (!range_within(lba, blocks, ns->block_count)) {
+        return fail(req, detail::generic_error(spec::sc_generic::lba_out_of_range));
+      }
+      io.offset_blocks = lba;
+      io.num_blocks = blocks;
+      break;
+    }
+    case spec::nvm_opcode::dataset_management: {
+      const uint32_t ranges = spec::dsm_range_count(cmd);
+      if (uint64_t{ranges} * sizeof(spec::DsmRange) > req.length) {
+        return fail(req, detail::generic_error(spec::sc_generic::data_sgl_length_invalid));
+      }
+      if (!spec::dsm_deallocate(cmd)) {
+        // Only deallocate does something; the other attributes are hints (SPDK completes
+        // such a command successfully).
+        req.state = RequestState::complete;
+        return detail::complete_status(req, spec::status_success);
+      }
+      // Check every range before touching any, so a bad one changes nothing.
+      for (uint32_t i = 0; i < ranges; ++i) {
+        spec::DsmRange range;
+        detail::copy_from_request(req, uint64_t{i} * sizeof(range), &range, sizeof(range));
+        if (range.block_count != 0 &&
+            !range_within(range.starting_lba, range.block_count, ns->block_count)) {
+          return fail(req, detail::generic_error(spec::sc_generic::lba_out_of_range));
+        }
+      }
+      req.dsm_range_count = static_cast<uint16_t>(ranges);
+      req.dsm_range_next = 0;
+      if (!prepare_dsm_range(req)) {  // every range was empty
+        req.state = RequestState::complete;
+        return detail::complete_status(req, spec::status_success);
+      }
+      break;
+    }
+  }
+
+  req.state = RequestState::need_bdev;
+  if (!qpair.pending_.empty()) {
+    // Older commands of this queue wait for the bdev: keep the order.
+    qpair.pending_.push_back(req);
+    ++pending_requests_;
+    return;
+  }
+  advance(req);
+}
+
+bool PollGroup::prepare_dsm_range(Request& req) noexcept {
+  while (req.dsm_range_next < req.dsm_range_count) {
+    spec::DsmRange range;
+    detail::copy_from_request(req, uint64_t{req.dsm_range_next} * sizeof(range), &range,
+                              sizeof(range));
+    ++req.dsm_range_next;
+    if (range.block_count == 0) continue;
+    req.bdev_io.offset_blocks = range.starting_lba;
+    req.bdev_io.num_blocks = range.block_count;
+    return true;
+  }
+  return false;
+}
+
+bool PollGroup::submit(Request& req) noexcept {
+  auto submitted = req.channel->submit(req.bdev_io);
+  if (submitted) {
+    req.state = RequestState::bdev_submitted;
+    ++req.qpair->in_bdev_;
+    ++in_bdev_;
+    return true;
+  }
+  if (submitted.error().code == Errc::busy) return false;
+  // The checks above make these unexpected; map them anyway.
+  NVMF_ERRLOG(target, "bdev %s refused %s: %s", req.channel->bdev().name().c_str(),
+              bdev::io_type_name(req.bdev_io.type), errc_name(submitted.error().code));
+  spec::Status status = spec::generic_status(spec::sc_generic::internal_error);
+  if (submitted.error().code == Errc::not_supported) {
+    status = detail::generic_error(spec::sc_generic::invalid_opcode);
+  } else if (submitted.error().code == Errc::out_of_range) {
+    status = detail::generic_error(spec::sc_generic::lba_out_of_range);
+  }
+  req.rsp.set_status(status);
+  req.state = RequestState::complete;
+  return true;
+}
+
+void PollGroup::advance(Request& req) noexcept {
+  for (;;) {
+    switch (req.state) {
+      case RequestState::need_bdev:
+        if (!submit(req)) {
+          // Busy: wait on the pending list (no allocation; the poller retries in order).
+          if (!req.link.linked()) {
+            req.qpair->pending_.push_back(req);
+            ++pending_requests_;
+          }
+          return;
+        }
+        if (req.link.linked()) {
+          req.qpair->pending_.remove(req);
+          --pending_requests_;
+        }
+        continue;  // bdev_submitted, or complete when the bdev refused
+      case RequestState::bdev_submitted:
+        return;  // the BdevIo callback continues
+      case RequestState::bdev_done:
+        if (req.rsp.decoded_status().is_success() &&
+            req.cmd.opcode == spec::nvm_opcode::dataset_management && prepare_dsm_range(req)) {
+          req.state = RequestState::need_bdev;
+        } else {
+          req.state = RequestState::complete;
+        }
+        continue;
+      case RequestState::complete:
+        return detail::finish(req);
+      default:
+        assert(false && "request in a state advance() does not handle");
+        return;
+    }
+  }
+}
+
+void PollGroup::bdev_done(bdev::BdevIo& io, void* ctx) noexcept {
+  auto& req = *static_cast<Request*>(ctx);
+  PollGroup& group = req.qpair->group_;
+  assert(req.state == RequestState::bdev_submitted);
+  --req.qpair->in_bdev_;
+  --group.in_bdev_;
+  req.rsp.set_status(map_io_status(io));
+  req.state = RequestState::bdev_done;
+  group.advance(req);
+}
+
+int PollGroup::retry_pending(unsigned budget) noexcept {
+  int work = 0;
+  for (Qpair& qpair : qpairs_) {
+    while (!qpair.pending_.empty() && static_cast<unsigned>(work) < budget) {
+      Request& req = qpair.pending_.front();
+      advance(req);
+      if (req.link.linked()) break;  // still busy: the rest of this queue waits behind it
+      ++work;
+    }
+  }
+  return work;
+}
+
+}  // namespace nvmf::target

@@ -1,0 +1,502 @@
+#include "target/target.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "spec/string_field.h"
+
+NVMF_LOG_COMPONENT(target);
+
+namespace nvmf::target {
+
+// ---------------------------------------------------------------------------------------------
+// request.h
+
+XferDirection xfer_direction(const spec::Sqe& cmd) noexcept {
+  // Fabrics commands take the direction from FCTYPE's low bits (Connect 01h: host to
+  // controller, Property Get 04h: none) because their opcode 7Fh would say "bidirectional".
+  const uint8_t code = cmd.opcode == spec::fabrics_opcode ? spec::sqe_fctype(cmd) : cmd.opcode;
+  return static_cast<XferDirection>(spec::opcode_data_transfer(code));
+}
+
+const char* request_state_name(RequestState state) noexcept {
+  switch (state) {
+    case RequestState::free:
+      return "free";
+    case RequestState::executing:
+      return "executing";
+    case RequestState::need_bdev:
+      return "need_bdev";
+    case RequestState::bdev_submitted:
+      return "bdev_submitted";
+    case RequestState::bdev_done:
+      return "bdev_done";
+    case RequestState::held_event:
+      return "held_event";
+    case RequestState::cross_reactor:
+      return "cross_reactor";
+    case RequestState::complete:
+      return "complete";
+  }
+  return "unknown";
+}
+
+void execute(Request& req) noexcept { req.qpair->target().execute(req); }
+
+Qpair::Qpair(Target& target, PollGroup& group, reactor::Reactor& reactor, const TransportOps& ops,
+             uint32_t queue_depth) noexcept
+    : target_(target), group_(group), reactor_(reactor), ops_(ops), sq_size_(queue_depth) {}
+
+Qpair::~Qpair() {
+  assert(pending_.empty() && abort_inbox_.empty());
+  assert(!group_link_.linked());
+}
+
+void Qpair::set_state(QpairState next) noexcept {
+  const bool allowed = (state_ == QpairState::idle && next == QpairState::connected) ||
+                       (state_ == QpairState::idle && next == QpairState::destroying) ||
+                       (state_ == QpairState::connected && next == QpairState::destroying);
+  assert(allowed && "invalid queue pair state transition");
+  (void)allowed;
+  state_ = next;
+}
+
+// ---------------------------------------------------------------------------------------------
+// detail helpers
+
+namespace detail {
+
+size_t copy_to_request(Request& req, uint64_t offset, const void* data, size_t size) noexcept {
+  const auto* source = static_cast<const uint8_t*>(data);
+  size_t copied = 0;
+  for (unsigned i = 0; i < req.iovcnt && copied < size; ++i) {
+    const iovec& segment = req.iov[i];
+    if (offset >= segment.iov_len) {
+      offset -= segment.iov_len;
+      continue;
+    }
+    const size_t chunk = std::min<size_t>(segment.iov_len - offset, size - copied);
+    std::memcpy(static_cast<uint8_t*>(segment.iov_base) + offset, source + copied, chunk);
+    copied += chunk;
+    offset = 0;
+  }
+  return copied;
+}
+
+size_t copy_from_request(const Request& req, uint64_t offset, void* data, size_t size) noexcept {
+  auto* target = static_cast<uint8_t*>(data);
+  size_t copied = 0;
+  for (unsigned i = 0; i < req.iovcnt && copied < size; ++i) {
+    const iovec& segment = req.iov[i];
+    if (offset >= segment.iov_len) {
+      offset -= segment.iov_len;
+      continue;
+    }
+    const size_t chunk = std::min<size_t>(segment.iov_len - offset, size - copied);
+    std::memcpy(target + copied, static_cast<const uint8_t*>(segment.iov_base) + offset, chunk);
+    copied += chunk;
+    offset = 0;
+  }
+  return copied;
+}
+
+void zero_request(Request& req) noexcept {
+  for (unsigned i = 0; i < req.iovcnt; ++i) std::memset(req.iov[i].iov_base, 0, req.iov[i].iov_len);
+}
+
+void finish(Request& req) noexcept {
+  Qpair& qpair = *req.qpair;
+  req.rsp.cid = req.cmd.cid;
+  req.rsp.sqid = qpair.qid_;
+  // With SQ flow control disabled SQHD is not maintained; FFFFh as the Linux target reports.
+  req.rsp.sqhd = qpair.sq_flow_control_disabled_ ? 0xFFFF : qpair.sq_head_;
+  req.rsp.status = static_cast<uint16_t>(req.rsp.status & ~1u);  // phase tag: PCIe only
+  assert(qpair.outstanding_ > 0);
+  --qpair.outstanding_;
+  req.state = RequestState::free;
+  qpair.ops_.request_complete(qpair.ops_.ctx, req);
+}
+
+void complete_status(Request& req, const spec::Status& status) noexcept {
+  req.rsp.set_status(status);
+  finish(req);
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Target
+
+namespace {
+
+bool printable_ascii(std::string_view text) noexcept {
+  for (const char c : text) {
+    if (c < 0x20 || c > 0x7E) return false;
+  }
+  return true;
+}
+
+// Identify SN is 20 bytes, MN 40: both space-padded ASCII.
+constexpr size_t kSerialNumberMax = 20;
+constexpr size_t kModelNumberMax = 40;
+// TRADDR is a 256-byte and TRSVCID a 32-byte NUL-padded field of a discovery log entry.
+constexpr size_t kTraddrMax = 255;
+constexpr size_t kTrsvcidMax = 31;
+
+}  // namespace
+
+Target::Target(const TargetOpts& opts) : opts_(opts) {
+  SubsystemOpts discovery;
+  discovery.nqn = std::string(spec::discovery_nqn);
+  discovery.allow_any_host = true;
+  discovery.serial_number = "";
+  discovery.model_number = "";
+  subsystems_.push_back(std::make_unique<Subsystem>(0, discovery, true, 0));  // setup-path
+}
+
+Result<std::unique_ptr<Target>> Target::create(const TargetOpts& opts) noexcept {
+  if (auto valid = opts.validate(); !valid) {
+    NVMF_ERRLOG(target, "invalid target options: %s", valid.error().detail);
+    return Unexpected(valid.error());
+  }
+  return std::unique_ptr<Target>(new Target(opts));  // setup-path
+}
+
+Target::~Target() {
+  assert(controllers_.empty() && "destroy every queue pair before the target");
+  groups_.clear();
+}
+
+Subsystem* Target::find_subsystem_locked(std::string_view nqn) const noexcept {
+  for (const auto& subsystem : subsystems_) {
+    if (!subsystem->removed_ && subsystem->nqn() == nqn) return subsystem.get();
+  }
+  return nullptr;
+}
+
+void Target::bump_discovery_generation_locked() noexcept {
+  discovery_generation_.fetch_add(1, std::memory_order_acq_rel);
+  // Discovery controllers that asked for it get a Discovery Log Page Change notice.
+  for (Controller* controller : subsystems_[0]->controllers_) {
+    controller->raise_event_locked(event_bit::discovery_log_changed);
+  }
+}
+
+Result<void> Target::add_subsystem(const SubsystemOpts& opts) {
+  if (!spec::nqn_valid(opts.nqn)) {
+    NVMF_ERRLOG(target, "add_subsystem: \"%s\" is not a valid NQN", opts.nqn.c_str());
+    return Unexpected(Errc::invalid_argument, "nqn");
+  }
+  if (opts.serial_number.size() > kSerialNumberMax || !printable_ascii(opts.serial_number)) {
+    return Unexpected(Errc::invalid_argument, "serial_number: at most 20 printable ASCII bytes");
+  }
+  if (opts.model_number.size() > kModelNumberMax || !printable_ascii(opts.model_number)) {
+    return Unexpected(Errc::invalid_argument, "model_number: at most 40 printable ASCII bytes");
+  }
+  const uint32_t max_namespaces =
+      opts.max_namespaces == 0 ? opts_.max_namespaces_default : opts.max_namespaces;
+  if (max_namespaces > 1024) {  // the Active Namespace ID list holds 1024 entries
+    return Unexpected(Errc::invalid_argument, "max_namespaces must be within [1, 1024]");
+  }
+  for (const std::string& host : opts.hosts) {
+    if (!spec::nqn_valid(host)) return Unexpected(Errc::invalid_argument, "hosts: invalid NQN");
+  }
+  std::lock_guard lock(mutex_);
+  if (opts.nqn == spec::discovery_nqn || find_subsystem_locked(opts.nqn) != nullptr) {
+    return Unexpected(Errc::already_exists, "nqn");
+  }
+  const auto id = static_cast<uint32_t>(subsystems_.size());
+  subsystems_.push_back(
+      std::make_unique<Subsystem>(id, opts, false, max_namespaces));  // setup-path
+  bump_discovery_generation_locked();
+  NVMF_INFOLOG(target, "subsystem %s added (%u namespaces max)", opts.nqn.c_str(), max_namespaces);
+  return {};
+}
+
+Result<void> Target::remove_subsystem(std::string_view nqn) {
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr) return Unexpected(Errc::not_found, "subsystem");
+  if (subsystem->is_discovery()) return Unexpected(Errc::permission_denied, "discovery subsystem");
+  if (!subsystem->controllers_.empty()) return Unexpected(Errc::busy, "controllers connected");
+  subsystem->removed_ = true;
+  for (auto& ns : subsystem->namespaces_) {
+    if (ns) subsystem->retired_namespaces_.push_back(std::move(ns));  // setup-path
+  }
+  subsystem->ns_generation_.fetch_add(1, std::memory_order_acq_rel);
+  bump_discovery_generation_locked();
+  for (auto& group : groups_) group->raise_attention();
+  return {};
+}
+
+Result<void> Target::add_host(std::string_view nqn, std::string_view hostnqn) {
+  if (!spec::nqn_valid(hostnqn)) return Unexpected(Errc::invalid_argument, "host NQN");
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr || subsystem->is_discovery()) {
+    return Unexpected(Errc::not_found, "subsystem");
+  }
+  for (const std::string& host : subsystem->hosts_) {
+    if (host == hostnqn) return Unexpected(Errc::already_exists, "host");
+  }
+  subsystem->hosts_.emplace_back(hostnqn);  // setup-path
+  bump_discovery_generation_locked();
+  return {};
+}
+
+Result<void> Target::remove_host(std::string_view nqn, std::string_view hostnqn) {
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr || subsystem->is_discovery()) {
+    return Unexpected(Errc::not_found, "subsystem");
+  }
+  auto& hosts = subsystem->hosts_;
+  const auto it = std::find(hosts.begin(), hosts.end(), hostnqn);
+  if (it == hosts.end()) return Unexpected(Errc::not_found, "host");
+  hosts.erase(it);
+  bump_discovery_generation_locked();
+  return {};
+}
+
+Result<void> Target::set_allow_any_host(std::string_view nqn, bool allow) {
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr || subsystem->is_discovery()) {
+    return Unexpected(Errc::not_found, "subsystem");
+  }
+  if (subsystem->allow_any_host_ != allow) {
+    subsystem->allow_any_host_ = allow;
+    bump_discovery_generation_locked();
+  }
+  return {};
+}
+
+Result<uint32_t> Target::add_namespace(std::string_view nqn, const NamespaceOpts& opts) {
+  if (opts.bdev == nullptr) return Unexpected(Errc::invalid_argument, "bdev");
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr || subsystem->is_discovery()) {
+    return Unexpected(Errc::not_found, "subsystem");
+  }
+  uint32_t nsid = opts.nsid;
+  if (nsid == 0) {
+    for (uint32_t candidate = 1; candidate <= subsystem->max_namespaces(); ++candidate) {
+      if (subsystem->find_namespace(candidate) == nullptr) {
+        nsid = candidate;
+        break;
+      }
+    }
+    if (nsid == 0) return Unexpected(Errc::out_of_range, "no free NSID");
+  } else if (nsid > subsystem->max_namespaces()) {
+    return Unexpected(Errc::invalid_argument, "nsid above max_namespaces");
+  } else if (subsystem->find_namespace(nsid) != nullptr) {
+    return Unexpected(Errc::already_exists, "nsid");
+  }
+  NamespaceOpts placed = opts;
+  placed.nsid = nsid;
+  subsystem->namespaces_[nsid - 1] = std::make_unique<Namespace>(placed);  // setup-path
+  subsystem->ns_generation_.fetch_add(1, std::memory_order_acq_rel);
+  for (Controller* controller : subsystem->controllers_) controller->namespace_changed_locked(nsid);
+  NVMF_INFOLOG(target, "%.*s: namespace %u on bdev %s", static_cast<int>(nqn.size()), nqn.data(),
+               nsid, opts.bdev->name().c_str());
+  return nsid;
+}
+
+Result<void> Target::remove_namespace(std::string_view nqn, uint32_t nsid) {
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr || subsystem->is_discovery()) {
+    return Unexpected(Errc::not_found, "subsystem");
+  }
+  if (subsystem->find_namespace(nsid) == nullptr) return Unexpected(Errc::not_found, "nsid");
+  subsystem->retired_namespaces_.push_back(
+      std::move(subsystem->namespaces_[nsid - 1]));  // setup-path
+  subsystem->ns_generation_.fetch_add(1, std::memory_order_acq_rel);
+  for (Controller* controller : subsystem->controllers_) controller->namespace_changed_locked(nsid);
+  // Poll groups drop their channels to the namespace promptly, so its bdev can be removed.
+  for (auto& group : groups_) group->raise_attention();
+  return {};
+}
+
+Result<void> Target::add_listener(std::string_view nqn, const ListenerAddress& address) {
+  if (address.traddr.empty() || address.traddr.size() > kTraddrMax || address.trsvcid.empty() ||
+      address.trsvcid.size() > kTrsvcidMax) {
+    return Unexpected(Errc::invalid_argument, "traddr or trsvcid empty or too long");
+  }
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr) return Unexpected(Errc::not_found, "subsystem");
+  auto& listeners = subsystem->listeners_;
+  if (std::find(listeners.begin(), listeners.end(), address) != listeners.end()) {
+    return Unexpected(Errc::already_exists, "listener");
+  }
+  listeners.push_back(address);  // setup-path
+  if (std::find(ports_.begin(), ports_.end(), address) == ports_.end()) {
+    ports_.push_back(address);  // setup-path
+  }
+  bump_discovery_generation_locked();
+  return {};
+}
+
+Result<void> Target::remove_listener(std::string_view nqn, const ListenerAddress& address) {
+  std::lock_guard lock(mutex_);
+  Subsystem* subsystem = find_subsystem_locked(nqn);
+  if (subsystem == nullptr) return Unexpected(Errc::not_found, "subsystem");
+  auto& listeners = subsystem->listeners_;
+  const auto it = std::find(listeners.begin(), listeners.end(), address);
+  if (it == listeners.end()) return Unexpected(Errc::not_found, "listener");
+  listeners.erase(it);
+  bump_discovery_generation_locked();
+  return {};
+}
+
+size_t Target::controller_count(std::string_view nqn) const {
+  std::lock_guard lock(mutex_);
+  const Subsystem* subsystem = find_subsystem_locked(nqn);
+  return subsystem == nullptr ? 0 : subsystem->controllers_.size();
+}
+
+PollGroup& Target::group_for(reactor::Reactor& reactor) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& group : groups_) {
+      if (&group->reactor() == &reactor && !group->released()) return *group;
+    }
+  }
+  // Made outside the lock: the constructor registers a poller on this (the calling) thread.
+  auto group = std::make_unique<PollGroup>(*this, reactor);  // setup-path
+  std::lock_guard lock(mutex_);
+  groups_.push_back(std::move(group));  // setup-path
+  return *groups_.back();
+}
+
+Result<Qpair*> Target::create_qpair(reactor::Reactor& reactor, const TransportOps& ops,
+                                    uint32_t queue_depth) {
+  if (queue_depth == 0 || queue_depth > 65536 || ops.request_complete == nullptr ||
+      ops.qpair_disconnect == nullptr) {
+    return Unexpected(Errc::invalid_argument, "queue_depth or transport ops");
+  }
+  PollGroup& group = group_for(reactor);
+  auto* qpair = new Qpair(*this, group, reactor, ops, queue_depth);  // setup-path
+  group.add_qpair(*qpair);
+  return qpair;
+}
+
+Result<void> Target::destroy_qpair(Qpair& qpair) {
+  qpair.owner_.check();
+  if (qpair.state_ != QpairState::destroying) {
+    IntrusiveList<Request, &Request::link> aborted;  // completed after the lock is dropped
+    Request* held[kAsyncEventRequestsMax] = {};
+    unsigned held_count = 0;
+    {
+      std::lock_guard lock(mutex_);
+      Controller* controller = qpair.controller_;
+      if (controller != nullptr) {
+        controller->qpairs_[qpair.qid_] = nullptr;
+        --controller->attached_;
+        if (qpair.is_admin()) {
+          // The association ends with the admin queue (owner thread: the admin reactor).
+          controller->admin_qpair_ = nullptr;
+          controller->admin_reactor_.cancel_timer(controller->keep_alive_timer_);
+          held_count = controller->held_event_count_;
+          for (unsigned i = 0; i < held_count; ++i) held[i] = controller->held_events_[i];
+          controller->held_event_count_ = 0;
+          if (controller->state_ != ControllerState::destroying) {
+            controller->set_state(ControllerState::destroying);
+          }
+          controller->request_disconnect_locked(false);
+          // Aborts this queue sent that still wait elsewhere.
+          for (Qpair* other : controller->qpairs_) {
+            if (other == nullptr) continue;
+            for (Request* req = other->abort_inbox_.empty() ? nullptr
+                                                            : &other->abort_inbox_.front();
+                 req != nullptr;) {
+              Request* next = other->abort_inbox_.next_of(*req);
+              if (req->qpair == &qpair) {
+                other->abort_inbox_.remove(*req);
+                aborted.push_back(*req);
+              }
+              req = next;
+            }
+          }
+          auto& returns = qpair.group_.abort_returns_;
+          for (Request* req = returns.empty() ? nullptr : &returns.front(); req != nullptr;) {
+            Request* next = returns.next_of(*req);
+            if (req->qpair == &qpair) {
+              returns.remove(*req);
+              aborted.push_back(*req);
+            }
+            req = next;
+          }
+        }
+        qpair.controller_ = nullptr;
+        if (controller->attached_ == 0) {
+          Subsystem& subsystem = controller->subsystem();
+          auto& list = subsystem.controllers_;
+          list.erase(std::find(list.begin(), list.end(), controller));
+          NVMF_INFOLOG(target, "%s: controller %u destroyed", subsystem.nqn().c_str(),
+                       controller->cntlid());
+          controllers_.erase(
+              std::find_if(controllers_.begin(), controllers_.end(),
+                           [&](const auto& owned) { return owned.get() == controller; }));
+        }
+      }
+      // Aborts waiting in this queue's inbox go home unanswered ("not aborted").
+      while (Request* req = qpair.abort_inbox_.pop_front()) {
+        req->rsp.cdw0 = 1;
+        req->qpair->group_.abort_returns_.push_back(*req);
+        req->qpair->group_.raise_attention();
+      }
+    }
+    qpair.set_state(QpairState::destroying);
+    const spec::Status deleted = spec::generic_status(spec::sc_generic::aborted_sq_deletion);
+    for (unsigned i = 0; i < held_count; ++i) detail::complete_status(*held[i], deleted);
+    while (Request* req = aborted.pop_front()) detail::complete_status(*req, deleted);
+    qpair.group_.fail_pending(qpair, deleted);
+  }
+  if (qpair.in_bdev_ > 0) return Unexpected(Errc::busy, "requests inside a bdev");
+  assert(qpair.outstanding_ == 0);
+  qpair.group_.remove_qpair(qpair);
+  delete &qpair;
+  return {};
+}
+
+Result<void> Target::release_reactor(reactor::Reactor& reactor) {
+  PollGroup* group = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& candidate : groups_) {
+      if (&candidate->reactor() == &reactor && !candidate->released()) group = candidate.get();
+    }
+  }
+  if (group == nullptr) return Unexpected(Errc::not_found, "no poll group on this reactor");
+  if (!group->qpairs_.empty()) return Unexpected(Errc::busy, "queue pairs remain on the reactor");
+  group->shutdown();
+  return {};
+}
+
+void Target::execute(Request& req) noexcept {
+  Qpair& qpair = *req.qpair;
+  qpair.owner_.check();
+  assert(req.state == RequestState::free && "request executed twice");
+  req.state = RequestState::executing;
+  req.rsp = spec::Cqe{};
+  qpair.advance_sq_head();
+  ++qpair.outstanding_;
+
+  if (qpair.state_ == QpairState::destroying) {
+    return detail::complete_status(req,
+                                   spec::generic_status(spec::sc_generic::aborted_sq_deletion));
+  }
+  if (req.cmd.opcode == spec::fabrics_opcode) return execute_fabrics(req);
+  if (!qpair.connected()) {
+    // Only Connect is valid on a new queue (SPDK answers Command Sequence Error).
+    return detail::complete_status(req,
+                                   detail::generic_error(spec::sc_generic::command_sequence_error));
+  }
+  if (qpair.is_admin()) return qpair.controller_->execute_admin(req);
+  qpair.group_.execute_io(req);
+}
+
+}  // namespace nvmf::target

@@ -1,0 +1,117 @@
+// The target side of the NVMe/RDMA binding: listens through RDMA CM, accepts connections
+// after checking their private data (connect_params.h), and runs one request state machine per
+// command between the host's RDMA queue pair and the target core (target/request.h).
+//
+// Threads (SPDK's layout): one acceptor reactor polls the CM channel; every connection is
+// handed to a poll group (one per reactor, chosen round-robin) which creates the QP on its
+// shared CQ (and SRQ), owns the connection's requests and buffers, and runs the data path.
+// CM events for a connection arrive at the acceptor and are forwarded to the owning group by
+// message. The data path takes no lock, allocates nothing, and rings one doorbell per QP per
+// poll.
+//
+// Memory: each poll group registers, per device, one region of receive buffers (64-byte
+// capsule + in-capsule data), one region of data buffers (io_unit_size each; a command takes
+// up to kRequestIovMax of them) and, per connection, one region of 16-byte responses.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "reactor/reactor.h"
+#include "target/target.h"
+#include "transport_rdma/connect_params.h"
+#include "verbs/verbs.h"
+
+namespace nvmf::transport_rdma {
+
+enum class SendWithInvalidate : uint8_t {
+  automatic,  // answer with SEND_WITH_INV when the host's SGL asks and the device can
+  off,        // never: the host always invalidates locally (reproduces the 2017 race)
+};
+const char* send_with_invalidate_name(SendWithInvalidate mode) noexcept;
+bool send_with_invalidate_parse(const char* text, SendWithInvalidate* mode) noexcept;
+
+struct RdmaTargetOpts {
+  // Queue sizes, QID limit and RDMA READ depth (SPDK defaults; see connect_params.h).
+  ConnectLimits limits;
+  // Bytes of in-capsule data a command may carry after its SQE (SPDK: 4096; up to 16 KiB).
+  uint32_t in_capsule_data_size = 4096;
+  // Largest data transfer of one command (MDTS): 128 KiB, SPDK's max_io_size.
+  uint32_t max_io_size = 131072;
+  // Data buffers are carved in units of this size; a command uses max_io_size / io_unit_size
+  // of them at most, which must not exceed target::kRequestIovMax (16).
+  uint32_t io_unit_size = 8192;
+  // Data buffers per poll group and device: 2048 x 8 KiB = 16 MiB, enough for 128 commands of
+  // 128 KiB in flight at once; commands beyond wait for a buffer (never fail).
+  uint32_t data_buffers_per_group = 2048;
+  // One shared receive queue per poll group (SPDK's default), or receives per connection.
+  bool use_srq = true;
+  uint32_t srq_depth = 4096;  // SPDK's max_srq_depth
+  uint32_t cq_depth = 4096;   // SPDK's CQ size
+  SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
+};
+
+class RdmaPollGroup;
+struct Connection;
+
+class RdmaTargetTransport {
+ public:
+  // `reactors`: where connections may live; reactors[0] also polls the CM channel. Call on
+  // reactors[0]'s thread before it runs, or from a message on it. Errors: invalid_argument
+  // (opts), and whatever the provider says about its CM channel (no device, no rdma_cm).
+  static Result<std::unique_ptr<RdmaTargetTransport>> create(
+      verbs::Provider& provider, target::Target& target,
+      const std::vector<reactor::Reactor*>& reactors, const RdmaTargetOpts& opts);
+  ~RdmaTargetTransport();
+  RdmaTargetTransport(const RdmaTargetTransport&) = delete;
+  RdmaTargetTransport& operator=(const RdmaTargetTransport&) = delete;
+
+  // Acceptor thread. Errors from the CM (address in use, no device on the address).
+  Result<void> listen(const std::string& address, uint16_t port);
+
+  // Acceptor thread: disconnects every connection; drained() turns true once all are gone.
+  void begin_shutdown() noexcept;
+  bool drained() const noexcept;
+
+  const RdmaTargetOpts& opts() const noexcept { return opts_; }
+  target::Target& target() const noexcept { return target_; }
+  size_t connection_count() const noexcept;
+
+  struct Stats {
+    uint64_t connects_accepted = 0;
+    uint64_t connects_rejected = 0;
+    uint64_t disconnects = 0;
+  };
+  Stats stats() const noexcept;
+
+ private:
+  friend class RdmaPollGroup;
+  friend struct Connection;
+  RdmaTargetTransport(verbs::Provider& provider, target::Target& target,
+                      const std::vector<reactor::Reactor*>& reactors, const RdmaTargetOpts& opts);
+
+  static int acceptor_poll(void* ctx, unsigned budget) noexcept;
+  int poll_cm_events(unsigned budget) noexcept;
+  void on_connect_request(const verbs::CmEvent& event) noexcept;
+  void forward_event(Connection& connection, verbs::CmEventType type) noexcept;
+  // Message from a poll group: its side of the connection is gone; free the CM id.
+  static void release_connection(void* ctx) noexcept;
+
+  verbs::Provider& provider_;
+  target::Target& target_;
+  const RdmaTargetOpts opts_;
+  std::vector<reactor::Reactor*> reactors_;
+  std::vector<std::unique_ptr<RdmaPollGroup>> groups_;
+  size_t next_group_ = 0;
+  std::unique_ptr<verbs::CmChannel> channel_;
+  std::vector<std::unique_ptr<verbs::CmId>> listeners_;
+  std::vector<std::unique_ptr<Connection>> connections_;  // acceptor thread only
+  reactor::Poller acceptor_poller_;
+  bool shutting_down_ = false;
+  Stats stats_;
+};
+
+}  // namespace nvmf::transport_rdma
