@@ -46,6 +46,7 @@ struct Request;
 namespace detail {
 void finish(Request& req) noexcept;
 }
+void refuse(Request& req, const spec::Status& status) noexcept;
 
 // Data segments a Request may carry: 16 = MSDBD, the most keyed SGL descriptors one command
 // may use (anchors.md: SPDK RDMA), each landing in one buffer.
@@ -153,6 +154,7 @@ class Qpair {
   friend class Controller;
   friend class PollGroup;
   friend void detail::finish(Request& req) noexcept;
+  friend void refuse(Request& req, const spec::Status& status) noexcept;
   Qpair(Target& target, PollGroup& group, reactor::Reactor& reactor, const TransportOps& ops,
         uint32_t queue_depth) noexcept;
   ~Qpair();
@@ -191,5 +193,10 @@ class Qpair {
 // The entry point: runs `req` on its queue pair (req.qpair). Owner thread of the queue pair.
 // Completes through req.qpair->ops().request_complete, synchronously or later.
 void execute(Request& req) noexcept;
+
+// For a command the transport refuses before it can run (a malformed SGL: the status comes
+// from the transport's parser): consumes its SQ entry like execute() and answers `status`
+// through request_complete, synchronously, with CID, SQID and SQHD filled. Same thread rules.
+void refuse(Request& req, const spec::Status& status) noexcept;
 
 }  // namespace nvmf::target

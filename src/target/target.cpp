@@ -44,6 +44,17 @@ const char* request_state_name(RequestState state) noexcept {
 
 void execute(Request& req) noexcept { req.qpair->target().execute(req); }
 
+void refuse(Request& req, const spec::Status& status) noexcept {
+  Qpair& qpair = *req.qpair;
+  qpair.owner_.check();
+  assert(req.state == RequestState::free && "request executed twice");
+  req.state = RequestState::executing;
+  req.rsp = spec::Cqe{};
+  qpair.advance_sq_head();
+  ++qpair.outstanding_;
+  detail::complete_status(req, status);
+}
+
 Qpair::Qpair(Target& target, PollGroup& group, reactor::Reactor& reactor, const TransportOps& ops,
              uint32_t queue_depth) noexcept
     : target_(target), group_(group), reactor_(reactor), ops_(ops), sq_size_(queue_depth) {}

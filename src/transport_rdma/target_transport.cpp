@@ -668,12 +668,10 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
             req.core.cmd, static_cast<uint8_t>(req.core.xfer), req.recv->data + kSqeBytes,
             req.recv_length - kSqeBytes, limits, &req.sgl);
         if (!parsed.is_success()) {
-          // Answer without running the command: the core fills CID/SQID/SQHD.
-          req.core.rsp.cid = req.core.cmd.cid;
-          req.core.rsp.sqid = qpair.core->qid();
-          req.core.rsp.sqhd = qpair.core->sq_head();
-          req.core.rsp.set_status(parsed);
-          req.state = RdmaRequestState::ready_to_respond;
+          // Answered without running: the core consumes the SQ entry and fills CID/SQID/SQHD,
+          // coming back through core_request_complete (ready_to_respond) at once.
+          req.state = RdmaRequestState::executing;
+          target::refuse(req.core, parsed);
           break;
         }
         req.core.length = req.sgl.total_length;

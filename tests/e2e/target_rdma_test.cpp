@@ -242,6 +242,7 @@ TEST_F(TargetRdmaTest, MalformedSglsGetTheirStatusAndTheQueueKeepsServing) {
       {"keyed beyond max_io_size", spec::make_keyed_data_block(io.address(0), 131072 + 4096, io.rkey(), false),
        {}, sc::data_sgl_length_invalid},
   };
+  int previous_sqhd = -1;
   for (const Case& c : cases) {
     spec::Sqe write = rw(spec::nvm_opcode::write, 0, 8);
     write.sgl1 = c.sgl;
@@ -249,6 +250,9 @@ TEST_F(TargetRdmaTest, MalformedSglsGetTheirStatusAndTheQueueKeepsServing) {
     EXPECT_EQ(done.status().sct, spec::sct::generic) << c.what;
     EXPECT_EQ(done.status().sc, c.expected) << c.what;
     EXPECT_TRUE(done.status().dnr) << c.what;
+    // A refused command still consumed its SQ entry: SQHD moves on by one (64-entry queue).
+    if (previous_sqhd >= 0) EXPECT_EQ(done.cqe.sqhd, (previous_sqhd + 1) % 64) << c.what;
+    previous_sqhd = done.cqe.sqhd;
   }
   // Still serving: a good write and read.
   std::memset(io.memory(), 0x5A, 4096);
