@@ -251,7 +251,9 @@ TEST_F(TargetRdmaTest, MalformedSglsGetTheirStatusAndTheQueueKeepsServing) {
     EXPECT_EQ(done.status().sc, c.expected) << c.what;
     EXPECT_TRUE(done.status().dnr) << c.what;
     // A refused command still consumed its SQ entry: SQHD moves on by one (64-entry queue).
-    if (previous_sqhd >= 0) EXPECT_EQ(done.cqe.sqhd, (previous_sqhd + 1) % 64) << c.what;
+    if (previous_sqhd >= 0) {
+      EXPECT_EQ(done.cqe.sqhd, (previous_sqhd + 1) % 64) << c.what;
+    }
     previous_sqhd = done.cqe.sqhd;
   }
   // Still serving: a good write and read.
