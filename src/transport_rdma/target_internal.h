@@ -1,6 +1,7 @@
 // Internals of the RDMA target transport, shared by its .cpp files and white-box tests.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -133,7 +134,10 @@ struct Connection {
   RdmaQpair* qpair = nullptr;  // the group's; touched only on the group's thread
   bool released = false;       // acceptor: the group let go
   // A forwarded CM event in flight to the group (one slot: only disconnects matter).
-  verbs::CmEventType pending_event = verbs::CmEventType::established;
+  std::atomic<verbs::CmEventType> pending_event{verbs::CmEventType::established};
+  // Forwarded events not yet run by the group: the acceptor frees a released connection only
+  // when this is 0, so no queued message points at freed memory.
+  std::atomic<uint32_t> messages_in_flight{0};
 };
 
 class RdmaPollGroup {

@@ -169,7 +169,8 @@ int RdmaTargetTransport::poll_cm_events(unsigned budget) noexcept {
   }
   // Free connections the groups have let go of.
   for (size_t i = 0; i < connections_.size();) {
-    if (connections_[i]->released) {
+    if (connections_[i]->released &&
+        connections_[i]->messages_in_flight.load(std::memory_order_acquire) == 0) {
       connections_[i] = std::move(connections_.back());
       connections_.pop_back();
       ++stats_.disconnects;
@@ -226,10 +227,14 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
 }
 
 void RdmaTargetTransport::forward_event(Connection& connection, verbs::CmEventType type) noexcept {
-  connection.pending_event = type;
-  // A full ring is retried by the group's own teardown: the QP errors out as well, so the
-  // group notices through its completions even if this message cannot be sent.
-  (void)connection.group->reactor().send(&RdmaPollGroup::on_disconnect_event, &connection);
+  if (connection.released) return;
+  connection.pending_event.store(type, std::memory_order_relaxed);
+  connection.messages_in_flight.fetch_add(1, std::memory_order_relaxed);
+  // A full ring is not fatal: the QP errors out as well, so the group notices through its
+  // completions even if this message cannot be sent.
+  if (!connection.group->reactor().send(&RdmaPollGroup::on_disconnect_event, &connection)) {
+    connection.messages_in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 void RdmaTargetTransport::release_connection(void* ctx) noexcept {
@@ -493,9 +498,12 @@ void RdmaPollGroup::accept_connection(Connection& connection) noexcept {
 void RdmaPollGroup::on_disconnect_event(void* ctx) noexcept {
   auto* connection = static_cast<Connection*>(ctx);
   if (connection->qpair != nullptr) {
-    connection->group->begin_teardown(*connection->qpair,
-                                      verbs::cm_event_type_name(connection->pending_event));
+    connection->group->begin_teardown(
+        *connection->qpair,
+        verbs::cm_event_type_name(connection->pending_event.load(std::memory_order_relaxed)));
   }
+  // Last touch: after this the acceptor may free the connection.
+  connection->messages_in_flight.fetch_sub(1, std::memory_order_release);
 }
 
 void RdmaPollGroup::core_qpair_disconnect(void* ctx, target::Qpair&) noexcept {
