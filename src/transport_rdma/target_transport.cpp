@@ -523,11 +523,19 @@ int RdmaPollGroup::poll(unsigned budget) noexcept {
   verbs::WorkCompletion completions[kCompletionBatch];
   const unsigned batch = budget < kCompletionBatch ? budget : kCompletionBatch;
   for (auto& device : devices_) {
-    if (device->cq->event_fd() >= 0) (void)device->cq->consume_event();
-    const int count = device->cq->poll(std::span(completions, batch));
+    const bool interrupts = device->cq->event_fd() >= 0;
+    if (interrupts) (void)device->cq->consume_event();
+    int count = device->cq->poll(std::span(completions, batch));
     for (int i = 0; i < count; ++i) handle_completion(completions[i]);
     work += count;
-    if (device->cq->event_fd() >= 0) (void)device->cq->arm();
+    if (interrupts) {
+      // Arm, then poll once more: a completion that landed between the poll and the arm
+      // raises no event, and the reactor would sleep with it in the CQ.
+      (void)device->cq->arm();
+      count = device->cq->poll(std::span(completions, batch));
+      for (int i = 0; i < count; ++i) handle_completion(completions[i]);
+      work += count;
+    }
   }
   // Commands that waited for data buffers, oldest first, while buffers last.
   while (!buffer_waiters_.empty()) {

@@ -1,6 +1,8 @@
 #include "raw_host.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace nvmf::e2e {
 
@@ -27,6 +29,7 @@ RawHost::~RawHost() {
     wait_disconnected(2000);
   }
   id_.reset();
+  burst_mr_.reset();
   response_mr_.reset();
   capsule_mr_.reset();
   memory_mr_.reset();
@@ -37,7 +40,12 @@ RawHost::~RawHost() {
 uint32_t RawHost::rkey() const { return memory_mr_ ? memory_mr_->rkey() : 0; }
 
 void RawHost::pump() {
-  if (pump_target_) pump_target_();
+  if (pump_target_) {
+    pump_target_();
+  } else {
+    // The target runs on its own threads: give them time (20000 rounds ~ 2 s or more).
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   if (!cq_) return;
   verbs::WorkCompletion wcs[16];
   int count = cq_->poll(std::span(wcs, 16));
@@ -163,6 +171,59 @@ bool RawHost::send_capsule(const spec::Sqe& sqe, const std::vector<uint8_t>& in_
   wr.sg_list = &sge;
   wr.num_sge = 1;
   if (!qp_->post_send(wr)) return false;
+  return static_cast<bool>(qp_->flush());
+}
+
+bool RawHost::register_burst_buffers() {
+  if (burst_mr_) return true;
+  if (!pd_) return false;
+  burst_capsules_.resize(size_t{kBurstMax} * (64 + kBurstCapsuleData));
+  auto mr = pd_->register_memory(burst_capsules_.data(), burst_capsules_.size(), 0);
+  if (!mr) return false;
+  burst_mr_ = std::move(*mr);
+  return true;
+}
+
+bool RawHost::send_raw_capsule(const std::vector<uint8_t>& bytes) {
+  if (!qp_ || bytes.empty() || !register_burst_buffers()) return false;
+  if (bytes.size() > burst_capsules_.size()) return false;
+  std::memcpy(burst_capsules_.data(), bytes.data(), bytes.size());
+  verbs::Sge sge{reinterpret_cast<uint64_t>(burst_capsules_.data()),
+                 static_cast<uint32_t>(bytes.size()), burst_mr_->lkey()};
+  verbs::SendWr wr;
+  wr.wr_id = kTagSend | kCapsuleSlots;
+  wr.opcode = verbs::WrOpcode::send;
+  wr.flags = verbs::kWrSignaled;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (!qp_->post_send(wr)) return false;
+  return static_cast<bool>(qp_->flush());
+}
+
+bool RawHost::send_burst(const std::vector<spec::Sqe>& sqes,
+                         const std::vector<std::vector<uint8_t>>& in_capsule) {
+  constexpr size_t kSlotBytes = 64 + kBurstCapsuleData;
+  if (!qp_ || sqes.size() > kBurstMax ||
+      (!in_capsule.empty() && in_capsule.size() != sqes.size())) {
+    return false;
+  }
+  if (!register_burst_buffers()) return false;
+  for (size_t i = 0; i < sqes.size(); ++i) {
+    const size_t data = in_capsule.empty() ? 0 : in_capsule[i].size();
+    if (data > kBurstCapsuleData) return false;
+    uint8_t* capsule = burst_capsules_.data() + i * kSlotBytes;
+    std::memcpy(capsule, &sqes[i], sizeof(spec::Sqe));
+    if (data != 0) std::memcpy(capsule + 64, in_capsule[i].data(), data);
+    verbs::Sge sge{reinterpret_cast<uint64_t>(capsule), static_cast<uint32_t>(64 + data),
+                   burst_mr_->lkey()};
+    verbs::SendWr wr;
+    wr.wr_id = kTagSend | (kCapsuleSlots + i);
+    wr.opcode = verbs::WrOpcode::send;
+    wr.flags = verbs::kWrSignaled;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (!qp_->post_send(wr)) return false;
+  }
   return static_cast<bool>(qp_->flush());
 }
 

@@ -33,7 +33,8 @@ struct RawConnectResult {
 
 class RawHost {
  public:
-  // `pump_target` polls the target side once (e.g. harness.poll_round()).
+  // `pump_target` polls the target side once (e.g. harness.poll_round()); without one (the
+  // target on its own threads) each pump sleeps 100 us instead.
   RawHost(verbs::Provider& provider, std::function<void()> pump_target);
   ~RawHost();
 
@@ -57,6 +58,17 @@ class RawHost {
   // Sends without waiting; collect with wait_response().
   bool send_capsule(const spec::Sqe& sqe, const std::vector<uint8_t>& in_capsule = {});
   bool wait_response(RawCompletion* completion, int max_rounds = 20000);
+  // Sends up to kBurstMax capsules back to back, each from its own buffer, with one doorbell
+  // and without waiting: all of them are in flight at once. `in_capsule` is empty or holds one
+  // byte vector (at most kBurstCapsuleData bytes) per SQE. Collect with wait_response(). The
+  // buffers are reused by the next send_burst() / send_raw_capsule(): call again once the
+  // responses are in.
+  static constexpr uint32_t kBurstMax = 32;
+  static constexpr uint32_t kBurstCapsuleData = 4096;
+  bool send_burst(const std::vector<spec::Sqe>& sqes,
+                  const std::vector<std::vector<uint8_t>>& in_capsule = {});
+  // Sends `bytes` as one capsule exactly as given (even shorter than an SQE), without waiting.
+  bool send_raw_capsule(const std::vector<uint8_t>& bytes);
 
   // Admin bring-up helpers. Connect data is sent keyed from host memory at offset 0.
   RawCompletion fabrics_connect(uint16_t qid, uint32_t sq_entries, uint16_t cntlid,
@@ -78,6 +90,7 @@ class RawHost {
   struct RecvSlot {
     spec::Cqe cqe;
   };
+  bool register_burst_buffers();
   bool wait_for_event(verbs::CmEventType* type, verbs::CmEvent* out, int max_rounds = 20000);
   void post_response_recv(uint32_t index);
 
@@ -91,6 +104,8 @@ class RawHost {
   std::unique_ptr<verbs::MemoryRegion> capsule_mr_;
   std::unique_ptr<verbs::MemoryRegion> response_mr_;
   std::unique_ptr<verbs::MemoryWindow> window_;
+  std::unique_ptr<verbs::MemoryRegion> burst_mr_;  // burst buffers, registered on first use
+  std::vector<uint8_t> burst_capsules_;
   uint32_t binds_completed_ = 0;
   std::vector<uint8_t> memory_;
   std::vector<uint8_t> capsules_;   // send buffers: 16 slots of 64 B + 16 KiB
