@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
 
 #include "bdev/bdev.h"
@@ -37,6 +39,16 @@ Result<void> validate_geometry_opts(const CommonOpts& opts, uint64_t block_count
 // block_count >= 1 and block_count * block_size fits in 64 bits (so no range product can wrap).
 Result<void> validate_block_count(const char* backend, const std::string& name,
                                   uint32_t block_size_bytes, uint64_t block_count) noexcept;
+
+// A backend's channel, or no_memory: the one place a channel allocation can fail.
+template <typename Channel, typename Owner>
+Result<std::unique_ptr<IoChannel>> make_channel(Owner& owner, const char* what) noexcept {
+  try {
+    return std::unique_ptr<IoChannel>(std::make_unique<Channel>(owner));
+  } catch (const std::bad_alloc&) {
+    return Unexpected(Errc::no_memory, what);
+  }
+}
 
 // The queue every backend keeps of its outstanding I/Os (through BdevIo::channel_node).
 using IoQueue = IntrusiveList<BdevIo, &BdevIo::channel_node>;

@@ -88,11 +88,7 @@ class MallocChannel final : public IoChannel {
 };
 
 Result<std::unique_ptr<IoChannel>> MallocBdev::create_channel() noexcept {
-  try {
-    return std::unique_ptr<IoChannel>(std::make_unique<MallocChannel>(*this));
-  } catch (const std::bad_alloc&) {
-    return Unexpected(Errc::no_memory, "malloc channel");
-  }
+  return detail::make_channel<MallocChannel>(*this, "malloc channel");
 }
 
 }  // namespace

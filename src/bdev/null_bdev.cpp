@@ -72,11 +72,7 @@ class NullChannel final : public IoChannel {
 };
 
 Result<std::unique_ptr<IoChannel>> NullBdev::create_channel() noexcept {
-  try {
-    return std::unique_ptr<IoChannel>(std::make_unique<NullChannel>(*this));
-  } catch (const std::bad_alloc&) {
-    return Unexpected(Errc::no_memory, "null channel");
-  }
+  return detail::make_channel<NullChannel>(*this, "null channel");
 }
 
 }  // namespace

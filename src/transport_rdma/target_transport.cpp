@@ -788,29 +788,37 @@ uint32_t RdmaPollGroup::build_sges(const RdmaRequest& req, uint32_t offset, uint
   return count;
 }
 
-bool RdmaPollGroup::post_reads(RdmaRequest& req) noexcept {
+void RdmaPollGroup::post_data_wrs(RdmaRequest& req, verbs::WrOpcode opcode,
+                                  bool signal_last) noexcept {
   RdmaQpair& qpair = *req.qpair;
-  const uint32_t needed = req.sgl.keyed_count;
-  if (qpair.send_queue_used + needed > qpair.send_queue_size) return false;
+  const WrKind kind = opcode == verbs::WrOpcode::rdma_read ? WrKind::rdma_read : WrKind::send_side;
   uint32_t offset = 0;
-  for (uint32_t i = 0; i < needed; ++i) {
+  for (uint32_t i = 0; i < req.sgl.keyed_count; ++i) {
     const KeyedBlock& block = req.sgl.keyed[i];
     verbs::Sge sges[target::kRequestIovMax];
     verbs::SendWr wr;
-    req.wr_ctx[i].kind = WrKind::rdma_read;
+    req.wr_ctx[i].kind = kind;
     wr.wr_id = reinterpret_cast<uint64_t>(&req.wr_ctx[i]);
-    wr.opcode = verbs::WrOpcode::rdma_read;
-    // Only the last READ is signaled: its completion retires the earlier ones.
-    wr.flags = i + 1 == needed ? uint32_t{verbs::kWrSignaled} : 0u;
+    wr.opcode = opcode;
+    // One signaled WR retires the unsignaled ones before it (the last READ, or the response
+    // SEND after the WRITEs).
+    wr.flags = signal_last && i + 1 == req.sgl.keyed_count ? verbs::kWrSignaled : 0u;
     wr.sg_list = sges;
     wr.num_sge = build_sges(req, offset, block.length, sges);
     wr.remote_addr = block.address;
     wr.rkey = block.key;
     offset += block.length;
-    // Room was checked above, so a post only fails on a QP already in error; such WRs still
-    // complete (flushed) through the CQ and retire like the others.
+    // Room was checked by the caller, so a post only fails on a QP already in error; such WRs
+    // still complete (flushed) through the CQ and retire like the others.
     (void)qpair.qp->post_send(wr);
   }
+}
+
+bool RdmaPollGroup::post_reads(RdmaRequest& req) noexcept {
+  RdmaQpair& qpair = *req.qpair;
+  const uint32_t needed = req.sgl.keyed_count;
+  if (qpair.send_queue_used + needed > qpair.send_queue_size) return false;
+  post_data_wrs(req, verbs::WrOpcode::rdma_read, true);
   req.wrs_outstanding = needed;
   req.send_queue_slots = needed;
   qpair.send_queue_used += needed;
@@ -826,24 +834,7 @@ bool RdmaPollGroup::post_response(RdmaRequest& req) noexcept {
                          req.core.rsp.decoded_status().is_success() && !req.failed;
   const uint32_t needed = (send_data ? req.sgl.keyed_count : 0) + 1;
   if (qpair.send_queue_used + needed > qpair.send_queue_size) return false;
-  if (send_data) {
-    uint32_t offset = 0;
-    for (uint32_t i = 0; i < req.sgl.keyed_count; ++i) {
-      const KeyedBlock& block = req.sgl.keyed[i];
-      verbs::Sge sges[target::kRequestIovMax];
-      verbs::SendWr wr;
-      req.wr_ctx[i].kind = WrKind::send_side;
-      wr.wr_id = reinterpret_cast<uint64_t>(&req.wr_ctx[i]);
-      wr.opcode = verbs::WrOpcode::rdma_write;
-      wr.flags = 0;  // retired by the response SEND's completion
-      wr.sg_list = sges;
-      wr.num_sge = build_sges(req, offset, block.length, sges);
-      wr.remote_addr = block.address;
-      wr.rkey = block.key;
-      offset += block.length;
-      (void)qpair.qp->post_send(wr);
-    }
-  }
+  if (send_data) post_data_wrs(req, verbs::WrOpcode::rdma_write, false);
   std::memcpy(req.response, &req.core.rsp, kCqeBytes);
   verbs::Sge sge{reinterpret_cast<uint64_t>(req.response), kCqeBytes, qpair.response_mr->lkey()};
   verbs::SendWr wr;
