@@ -98,7 +98,9 @@ spec::Status parse_command_sgl(const spec::Sqe& sqe, uint8_t xfer, const uint8_t
                                ParsedSgl* out) noexcept {
   *out = ParsedSgl{};
   if (xfer == spec::data_transfer::none) return spec::status_success;
-  if (xfer == spec::data_transfer::bidirectional) return bad(sc::invalid_field);
+  // No NVMe command moves data both ways: an opcode with direction bits 11b does not exist
+  // (SPDK answers the same, before looking at the SGL).
+  if (xfer == spec::data_transfer::bidirectional) return bad(sc::invalid_opcode);
   if (sqe.psdt() != spec::psdt::sgl_mptr_contiguous) return bad(sc::invalid_field);
   if (capsule_data == nullptr) capsule_data_length = 0;
 

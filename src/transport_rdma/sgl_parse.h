@@ -45,6 +45,7 @@ struct ParsedSgl {
 
 // `capsule_data` / `capsule_data_length`: the bytes that arrived after the 64-byte SQE (0 for
 // a command without in-capsule data). Returns success, or the NVMe status to answer with:
+//   invalid_opcode                the opcode's direction bits say both ways (no such command)
 //   invalid_field                 PSDT is not "SGL"; in-capsule data on a command that reads
 //   sgl_descriptor_type_invalid   a type/subtype the RDMA binding does not allow (Data Block
 //                                 Address, Segment, Bit Bucket, vendor...), a keyed subtype

@@ -203,7 +203,7 @@ TEST(SglParse, CommandsWithoutDataIgnoreTheSgl) {
   EXPECT_EQ(out.kind, ParsedSgl::Kind::none);
   EXPECT_EQ(sc_of(parse_command_sgl(sqe, spec::data_transfer::bidirectional, nullptr, 0,
                                     SglLimits{}, &out)),
-            sc::invalid_field);
+            sc::invalid_opcode);
 }
 
 TEST(SglParse, ErrorsSetDoNotRetry) {
