@@ -1,0 +1,57 @@
+#!/bin/bash
+# VM scenario: nvmf_tgt on real rdma-core over soft-RoCE. Each example configuration starts
+# (the RDMA transport opens its CM channel and listens through librdmacm on rxe0), reports
+# ready, and stops on SIGTERM with status 0. As information for the interop scenarios (not
+# asserted yet), the kernel's own host runs `nvme discover` against the running target.
+#   nvmf_tgt_rxe.sh NVMF_TGT EXAMPLES_DIR
+# Runs inside the guest only (vm-run.sh nvmf_tgt_rxe).
+set -euo pipefail
+
+step() { echo "== [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
+fail() { echo "nvmf_tgt_rxe: FAIL: $*"; exit 1; }
+
+[ "${NVMF_VM_SCENARIO:-}" = nvmf_tgt_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh nvmf_tgt_rxe"
+tgt="${1:?nvmf_tgt binary}"
+examples="${2:?examples folder}"
+[ -x "$tgt" ] || fail "not built: $tgt"
+
+readonly ADDR=10.0.0.1 PEER_ADDR=10.0.0.2
+step "soft-RoCE on a guest-internal veth pair ($ADDR)"
+modprobe rdma_rxe
+modprobe rdma_ucm
+ip link add veth0 type veth peer name veth1
+ip addr add "$ADDR/24" dev veth0
+ip addr add "$PEER_ADDR/24" dev veth1
+ip link set veth0 up
+ip link set veth1 up
+rdma link add rxe0 type rxe netdev veth0
+ibv_devices | awk 'NR > 2 { print $1 }' | grep -qx rxe0 || fail "ibv_devices does not list rxe0"
+
+work="$(mktemp -d)"
+passed=0
+for config in "$examples"/*.json; do
+  name="$(basename "$config")"
+  step "nvmf_tgt -c $name"
+  "$tgt" -c "$config" --mode interrupt --reactors 2 >"$work/$name.log" 2>&1 &
+  pid=$!
+  ready=no
+  for _ in $(seq 1 200); do
+    if grep -q "ready:" "$work/$name.log"; then ready=yes; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$work/$name.log"
+  [ "$ready" = yes ] || { kill -9 "$pid" 2>/dev/null || true; fail "$name: nvmf_tgt did not report ready"; }
+  if [ "$name" = malloc.json ] && modprobe nvme-rdma 2>/dev/null && command -v nvme >/dev/null; then
+    step "information only: kernel host: nvme discover -t rdma -a $ADDR -s 4420"
+    timeout 60 nvme discover -t rdma -a "$ADDR" -s 4420 2>&1 || echo "(nvme discover exited $?)"
+  fi
+  kill -TERM "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  tail -3 "$work/$name.log"
+  [ "$rc" -eq 0 ] || fail "$name: nvmf_tgt exited $rc after SIGTERM"
+  grep -q "stopped" "$work/$name.log" || fail "$name: no clean stop in the log"
+  passed=$((passed + 1))
+done
+echo "nvmf_tgt_rxe: PASS: $passed example configurations started on rxe0 and stopped cleanly"
