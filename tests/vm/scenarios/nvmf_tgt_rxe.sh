@@ -45,6 +45,21 @@ for config in "$examples"/*.json; do
   if [ "$name" = malloc.json ] && modprobe nvme-rdma 2>/dev/null && command -v nvme >/dev/null; then
     step "information only: kernel host: nvme discover -t rdma -a $ADDR -s 4420"
     timeout 60 nvme discover -t rdma -a "$ADDR" -s 4420 2>&1 || echo "(nvme discover exited $?)"
+    nqn=nqn.2026-11.io.nvmf-rdma:malloc0
+    step "information only: kernel host: nvme connect, read 1 MiB, disconnect"
+    if timeout 60 nvme connect -t rdma -a "$ADDR" -s 4420 -n "$nqn" 2>&1; then
+      sleep 1
+      nvme list 2>&1 || true
+      dev="$(ls /dev/nvme*n1 2>/dev/null | head -1 || true)"
+      if [ -n "$dev" ]; then
+        timeout 60 dd if="$dev" of=/dev/null bs=64k count=16 iflag=direct 2>&1 || echo "(dd exited $?)"
+        timeout 60 dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct 2>&1 || echo "(dd exited $?)"
+      fi
+      timeout 60 nvme disconnect -n "$nqn" 2>&1 || echo "(nvme disconnect exited $?)"
+    else
+      echo "(nvme connect failed)"
+    fi
+    dmesg | grep -i nvme | tail -20 || true
   fi
   kill -TERM "$pid"
   rc=0
