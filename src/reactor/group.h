@@ -2,6 +2,7 @@
 // thread keeps the group; every other interaction with a running reactor is a message.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -37,5 +38,23 @@ class ReactorGroup {
   std::vector<std::thread> threads_;
   std::vector<std::string> names_;
 };
+
+// Runs fn() on the reactor's thread and waits for it to finish. Control path only (setup,
+// shutdown, tests): it blocks the caller, which must not be that reactor's own thread.
+template <typename Fn>
+void run_and_wait(Reactor& reactor, Fn&& fn) {
+  struct Call {
+    Fn* fn;
+    std::promise<void> done;
+    static void run(void* ctx) {
+      auto* call = static_cast<Call*>(ctx);
+      (*call->fn)();
+      call->done.set_value();
+    }
+  } call{&fn, {}};
+  auto done = call.done.get_future();
+  while (!reactor.send(&Call::run, &call)) std::this_thread::yield();  // ring full: retry
+  done.wait();
+}
 
 }  // namespace nvmf::reactor

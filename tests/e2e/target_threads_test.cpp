@@ -26,20 +26,10 @@ constexpr const char* kNqn = "nqn.2026-11.io.nvmf-rdma:threads";
 constexpr const char* kHostNqn =
     "nqn.2014-08.org.nvmexpress:uuid:1f0e0d0c-0b0a-0908-0706-050403020100";
 
+// Runs fn on the reactor's thread and waits for it.
 template <typename Fn>
 void run_on(reactor::Reactor& reactor, Fn&& fn) {
-  struct Call {
-    Fn* fn;
-    std::promise<void> done;
-    static void run(void* ctx) {
-      auto* call = static_cast<Call*>(ctx);
-      (*call->fn)();
-      call->done.set_value();
-    }
-  } call{&fn, {}};
-  auto done = call.done.get_future();
-  while (!reactor.send(&Call::run, &call)) std::this_thread::yield();
-  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  reactor::run_and_wait(reactor, std::forward<Fn>(fn));
 }
 
 void serve_and_shut_down(reactor::Mode mode) {

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <future>
 #include <set>
 #include <sstream>
 #include <string>
@@ -47,23 +46,6 @@ struct Options {
   bool check_config = false;
   bool sim = false;
 };
-
-// Runs fn on the reactor's thread and waits (control path only).
-template <typename Fn>
-void run_on(reactor::Reactor& reactor, Fn&& fn) {
-  struct Call {
-    Fn* fn;
-    std::promise<void> done;
-    static void run(void* ctx) {
-      auto* call = static_cast<Call*>(ctx);
-      (*call->fn)();
-      call->done.set_value();
-    }
-  } call{&fn, {}};
-  auto done = call.done.get_future();
-  while (!reactor.send(&Call::run, &call)) std::this_thread::yield();
-  done.wait();
-}
 
 bool parse_cpumask(const std::string& text, std::vector<int>* cores) {
   std::string hex = text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0 ? text.substr(2) : text;
@@ -184,7 +166,7 @@ int run(const Options& options) {
 
   std::unique_ptr<transport_rdma::RdmaTargetTransport> transport;
   std::string startup_error;
-  run_on(*reactors[0], [&] {
+  reactor::run_and_wait(*reactors[0], [&] {
     auto created = transport_rdma::RdmaTargetTransport::create(*provider, **target, reactors,
                                                                transport_opts);
     if (!created) {
@@ -215,11 +197,11 @@ int run(const Options& options) {
     sigwait(&signals, &signal_number);
     NVMF_NOTICELOG(nvmf_tgt, "%s: disconnecting hosts and shutting down",
                    signal_number == SIGINT ? "SIGINT" : "SIGTERM");
-    run_on(*reactors[0], [&] { transport->begin_shutdown(); });
+    reactor::run_and_wait(*reactors[0], [&] { transport->begin_shutdown(); });
     // Hosts get a few seconds to let go; after that the reactors stop regardless.
     for (int i = 0; i < 500; ++i) {
       bool drained = false;
-      run_on(*reactors[0], [&] { drained = transport->drained(); });
+      reactor::run_and_wait(*reactors[0], [&] { drained = transport->drained(); });
       if (drained) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -227,7 +209,7 @@ int run(const Options& options) {
   // Each reactor closes the core's bdev channels on its own thread (every queue is gone by
   // now, or the reactors stop with them and the process exits anyway).
   for (reactor::Reactor* reactor : reactors) {
-    run_on(*reactor, [&] { (void)(*target)->release_reactor(*reactor); });
+    reactor::run_and_wait(*reactor, [&] { (void)(*target)->release_reactor(*reactor); });
   }
   (*group)->stop();
   // The reactor threads are gone: this thread may now take their objects apart.

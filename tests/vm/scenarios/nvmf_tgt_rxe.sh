@@ -15,17 +15,8 @@ tgt="${1:?nvmf_tgt binary}"
 examples="${2:?examples folder}"
 [ -x "$tgt" ] || fail "not built: $tgt"
 
-readonly ADDR=10.0.0.1 PEER_ADDR=10.0.0.2
-step "soft-RoCE on a guest-internal veth pair ($ADDR)"
-modprobe rdma_rxe
-modprobe rdma_ucm
-ip link add veth0 type veth peer name veth1
-ip addr add "$ADDR/24" dev veth0
-ip addr add "$PEER_ADDR/24" dev veth1
-ip link set veth0 up
-ip link set veth1 up
-rdma link add rxe0 type rxe netdev veth0
-ibv_devices | awk 'NR > 2 { print $1 }' | grep -qx rxe0 || fail "ibv_devices does not list rxe0"
+# shellcheck source=lib/rxe.sh
+source "$(dirname "$0")/lib/rxe.sh"
 
 work="$(mktemp -d)"
 passed=0
