@@ -84,8 +84,7 @@ void RawHost::post_response_recv(uint32_t index) {
 }
 
 RawConnectResult RawHost::connect(const std::string& address, uint16_t port, uint16_t qid,
-                                  uint16_t hrqsize, uint16_t hsqsize,
-                                  uint8_t responder_resources) {
+                                  uint16_t hrqsize, uint16_t hsqsize, uint8_t responder_resources) {
   spec::RdmaCmRequest request{};
   request.recfmt = 0;
   request.qid = qid;
@@ -115,9 +114,8 @@ RawConnectResult RawHost::connect_raw(const std::string& address, uint16_t port,
   auto cq = pd_->create_cq(verbs::CqOpts{});
   if (!cq) return result;
   cq_ = std::move(*cq);
-  const uint32_t access =
-      verbs::kAccessLocalWrite | verbs::kAccessRemoteRead | verbs::kAccessRemoteWrite |
-      verbs::kAccessMwBind;
+  const uint32_t access = verbs::kAccessLocalWrite | verbs::kAccessRemoteRead |
+                          verbs::kAccessRemoteWrite | verbs::kAccessMwBind;
   memory_mr_ = std::move(*pd_->register_memory(memory_.data(), memory_.size(), access));
   capsule_mr_ = std::move(*pd_->register_memory(capsules_.data(), capsules_.size(), 0));
   response_mr_ = std::move(*pd_->register_memory(

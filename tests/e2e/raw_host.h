@@ -108,7 +108,7 @@ class RawHost {
   std::vector<uint8_t> burst_capsules_;
   uint32_t binds_completed_ = 0;
   std::vector<uint8_t> memory_;
-  std::vector<uint8_t> capsules_;   // send buffers: 16 slots of 64 B + 16 KiB
+  std::vector<uint8_t> capsules_;    // send buffers: 16 slots of 64 B + 16 KiB
   std::vector<RecvSlot> responses_;  // receive buffers for response capsules
   std::deque<RawCompletion> arrived_;
   verbs::QueuePair* qp_ = nullptr;

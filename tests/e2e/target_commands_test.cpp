@@ -21,6 +21,7 @@
 #include "bdev/malloc_bdev.h"
 #include "raw_host.h"
 #include "reactor/harness.h"
+#include "sim_target_fixture.h"
 #include "spec/spec.h"
 #include "spec/string_field.h"
 #include "target/target.h"
@@ -125,7 +126,7 @@ std::string hex(uint64_t value) {
   return ::testing::AssertionSuccess();
 }
 
-class TargetCommandsTest : public ::testing::Test {
+class TargetCommandsTest : public SimTargetFixture {
  protected:
   struct Association {
     RawHost* admin = nullptr;
@@ -133,65 +134,16 @@ class TargetCommandsTest : public ::testing::Test {
     uint16_t cntlid = 0;
   };
 
-  void SetUp() override {
-    verbs::sim::SimOpts sim_opts;
-    sim_opts.clock = &harness_.clock();
-    auto provider = verbs::sim::SimProvider::create(sim_opts);
-    ASSERT_TRUE(provider);
-    target_provider_ = std::move(*provider);
-    auto peer = target_provider_->create_peer("sim1");
-    ASSERT_TRUE(peer);
-    host_provider_ = std::move(*peer);
-
-    bdev_ = make_bdev("Malloc0", kBlockSize, kBlockCount);
-    ASSERT_TRUE(bdev_);
-
-    auto target = target::Target::create(target::TargetOpts{});
-    ASSERT_TRUE(target);
-    target_ = std::move(*target);
+  target::SubsystemOpts subsystem_opts() const override {
     target::SubsystemOpts subsystem;
     subsystem.nqn = kNqn;
     subsystem.serial_number = kSerial;
     subsystem.model_number = kModel;
     subsystem.allow_any_host = true;
-    ASSERT_TRUE(target_->add_subsystem(subsystem));
-    target::NamespaceOpts ns;
-    ns.bdev = bdev_.get();
-    ASSERT_TRUE(target_->add_namespace(kNqn, ns));
-
-    auto transport = transport_rdma::RdmaTargetTransport::create(
-        *target_provider_, *target_, {&harness_.reactor(0), &harness_.reactor(1)}, opts_);
-    ASSERT_TRUE(transport);
-    transport_ = std::move(*transport);
-    ASSERT_TRUE(transport_->listen(kAddress, kPort));
+    return subsystem;
   }
-
-  void TearDown() override {
-    hosts_.clear();
-    if (transport_) {
-      transport_->begin_shutdown();
-      for (int i = 0; i < 20000 && !transport_->drained(); ++i) harness_.poll_round();
-      EXPECT_TRUE(transport_->drained()) << "connections left after shutdown";
-      harness_.poll_until_idle();
-      transport_.reset();
-    }
-    target_.reset();
-  }
-
-  static std::unique_ptr<bdev::Bdev> make_bdev(const char* name, uint32_t block_size,
-                                               uint64_t blocks) {
-    bdev::MallocBdevOpts opts;
-    opts.name = name;
-    opts.block_size_bytes = block_size;
-    opts.block_count = blocks;
-    auto made = bdev::create_malloc_bdev(opts);
-    return made ? std::move(*made) : nullptr;
-  }
-
-  RawHost& new_host() {
-    hosts_.push_back(std::make_unique<RawHost>(*host_provider_, [this] { harness_.poll_round(); }));
-    return *hosts_.back();
-  }
+  uint32_t block_size() const override { return kBlockSize; }
+  uint64_t block_count() const override { return kBlockCount; }
 
   // ---- bring-up ----
 
@@ -422,17 +374,10 @@ class TargetCommandsTest : public ::testing::Test {
     EXPECT_TRUE(Holds(*other.io, kScratchLba + 8, scratch));
   }
 
-  reactor::ReactorHarness harness_{2};
-  transport_rdma::RdmaTargetOpts opts_;
-  std::unique_ptr<verbs::sim::SimProvider> target_provider_;
-  std::unique_ptr<verbs::sim::SimProvider> host_provider_;
-  std::unique_ptr<bdev::Bdev> bdev_;
-  std::unique_ptr<bdev::Bdev> extra_bdev_;                  // namespaces added at run time
-  std::unique_ptr<bdev::Bdev> extra_bdev2_;                 // (must outlive the target)
-  std::vector<std::unique_ptr<bdev::Bdev>> retired_bdevs_;  // likewise
-  std::unique_ptr<target::Target> target_;
-  std::unique_ptr<transport_rdma::RdmaTargetTransport> transport_;
-  std::vector<std::unique_ptr<RawHost>> hosts_;
+  // Namespaces added at run time; TearDown destroys the target before these go.
+  std::unique_ptr<bdev::Bdev> extra_bdev_;
+  std::unique_ptr<bdev::Bdev> extra_bdev2_;
+  std::vector<std::unique_ptr<bdev::Bdev>> retired_bdevs_;
   uint8_t health_seed_ = 0;
 };
 

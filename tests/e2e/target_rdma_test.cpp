@@ -11,6 +11,7 @@
 #include "bdev/malloc_bdev.h"
 #include "raw_host.h"
 #include "reactor/harness.h"
+#include "sim_target_fixture.h"
 #include "spec/spec.h"
 #include "target/target.h"
 #include "transport_rdma/target_transport.h"
@@ -29,59 +30,13 @@ constexpr uint32_t kBlockSize = 512;
 namespace rej = spec::rdma_cm_reject;
 namespace sc = spec::sc_generic;
 
-class TargetRdmaTest : public ::testing::Test {
+class TargetRdmaTest : public SimTargetFixture {
  protected:
-  void SetUp() override {
-    verbs::sim::SimOpts sim_opts;
-    sim_opts.clock = &harness_.clock();
-    auto provider = verbs::sim::SimProvider::create(sim_opts);
-    ASSERT_TRUE(provider);
-    target_provider_ = std::move(*provider);
-    auto peer = target_provider_->create_peer("sim1");
-    ASSERT_TRUE(peer);
-    host_provider_ = std::move(*peer);
-
-    bdev::MallocBdevOpts bdev_opts;
-    bdev_opts.name = "Malloc0";
-    bdev_opts.block_size_bytes = kBlockSize;
-    bdev_opts.block_count = 8192;
-    auto bdev = bdev::create_malloc_bdev(bdev_opts);
-    ASSERT_TRUE(bdev);
-    bdev_ = std::move(*bdev);
-
-    auto target = target::Target::create(target::TargetOpts{});
-    ASSERT_TRUE(target);
-    target_ = std::move(*target);
+  target::SubsystemOpts subsystem_opts() const override {
     target::SubsystemOpts subsystem;
     subsystem.nqn = kNqn;
     subsystem.allow_any_host = true;
-    ASSERT_TRUE(target_->add_subsystem(subsystem));
-    target::NamespaceOpts ns;
-    ns.bdev = bdev_.get();
-    ASSERT_TRUE(target_->add_namespace(kNqn, ns));
-
-    auto transport = transport_rdma::RdmaTargetTransport::create(
-        *target_provider_, *target_, {&harness_.reactor(0), &harness_.reactor(1)}, opts_);
-    ASSERT_TRUE(transport);
-    transport_ = std::move(*transport);
-    ASSERT_TRUE(transport_->listen(kAddress, kPort));
-  }
-
-  void TearDown() override {
-    hosts_.clear();
-    if (transport_) {
-      transport_->begin_shutdown();
-      for (int i = 0; i < 20000 && !transport_->drained(); ++i) harness_.poll_round();
-      EXPECT_TRUE(transport_->drained()) << "connections left after shutdown";
-      harness_.poll_until_idle();
-      transport_.reset();
-    }
-    target_.reset();
-  }
-
-  RawHost& new_host() {
-    hosts_.push_back(std::make_unique<RawHost>(*host_provider_, [this] { harness_.poll_round(); }));
-    return *hosts_.back();
+    return subsystem;
   }
 
   // Admin queue: CM connect, Fabrics Connect, enable. Returns the CNTLID.
@@ -124,15 +79,6 @@ class TargetRdmaTest : public ::testing::Test {
     EXPECT_TRUE(host.execute(sqe, &completion, in_capsule)) << "no response";
     return completion;
   }
-
-  reactor::ReactorHarness harness_{2};
-  transport_rdma::RdmaTargetOpts opts_;
-  std::unique_ptr<verbs::sim::SimProvider> target_provider_;
-  std::unique_ptr<verbs::sim::SimProvider> host_provider_;
-  std::unique_ptr<bdev::Bdev> bdev_;
-  std::unique_ptr<target::Target> target_;
-  std::unique_ptr<transport_rdma::RdmaTargetTransport> transport_;
-  std::vector<std::unique_ptr<RawHost>> hosts_;
 };
 
 TEST_F(TargetRdmaTest, AdminBringUpAndIdentifyOverKeyedSgl) {
@@ -159,14 +105,16 @@ TEST_F(TargetRdmaTest, KeyedWriteThenReadBackOnAnIoQueue) {
   RawHost& admin = new_host();
   RawHost& io = bring_up_io(bring_up_admin(admin));
   constexpr uint32_t kBlocks = 64;  // 32 KiB: several data buffers, one keyed descriptor
-  for (uint32_t i = 0; i < kBlocks * kBlockSize; ++i) io.memory()[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (uint32_t i = 0; i < kBlocks * kBlockSize; ++i)
+    io.memory()[i] = static_cast<uint8_t>(i * 7 + 3);
   spec::Sqe write = rw(spec::nvm_opcode::write, 100, kBlocks);
   write.sgl1 = spec::make_keyed_data_block(io.address(0), kBlocks * kBlockSize, io.rkey(), false);
   ASSERT_TRUE(run(io, write).ok());
 
   std::memset(io.memory() + 65536, 0, kBlocks * kBlockSize);
   spec::Sqe read = rw(spec::nvm_opcode::read, 100, kBlocks);
-  read.sgl1 = spec::make_keyed_data_block(io.address(65536), kBlocks * kBlockSize, io.rkey(), false);
+  read.sgl1 =
+      spec::make_keyed_data_block(io.address(65536), kBlocks * kBlockSize, io.rkey(), false);
   ASSERT_TRUE(run(io, read).ok());
   EXPECT_EQ(std::memcmp(io.memory(), io.memory() + 65536, kBlocks * kBlockSize), 0);
 }
@@ -233,14 +181,20 @@ TEST_F(TargetRdmaTest, MalformedSglsGetTheirStatusAndTheQueueKeepsServing) {
     uint8_t expected;
   };
   const std::vector<Case> cases = {
-      {"data block address", spec::make_data_block(io.address(0), 4096), {}, sc::sgl_descriptor_type_invalid},
-      {"segment", spec::make_segment(0, 16), std::vector<uint8_t>(16), sc::sgl_descriptor_type_invalid},
+      {"data block address",
+       spec::make_data_block(io.address(0), 4096),
+       {},
+       sc::sgl_descriptor_type_invalid},
+      {"segment", spec::make_segment(0, 16), std::vector<uint8_t>(16),
+       sc::sgl_descriptor_type_invalid},
       {"offset + length wraps", spec::make_in_capsule_data_block(16, 0xFFFFFFF8u),
        std::vector<uint8_t>(4096), sc::data_sgl_length_invalid},
       {"offset beyond the capsule", spec::make_in_capsule_data_block(8192, 512),
        std::vector<uint8_t>(4096), sc::sgl_offset_invalid},
-      {"keyed beyond max_io_size", spec::make_keyed_data_block(io.address(0), 131072 + 4096, io.rkey(), false),
-       {}, sc::data_sgl_length_invalid},
+      {"keyed beyond max_io_size",
+       spec::make_keyed_data_block(io.address(0), 131072 + 4096, io.rkey(), false),
+       {},
+       sc::data_sgl_length_invalid},
   };
   int previous_sqhd = -1;
   for (const Case& c : cases) {
@@ -311,9 +265,9 @@ TEST_F(TargetRdmaTest, EveryCmRejectCode) {
   };
   for (const Case& c : cases) {
     RawHost& host = new_host();
-    RawConnectResult result = host.connect_raw(kAddress, kPort, c.private_data.data(),
-                                               static_cast<uint8_t>(c.private_data.size()),
-                                               c.responder_resources);
+    RawConnectResult result =
+        host.connect_raw(kAddress, kPort, c.private_data.data(),
+                         static_cast<uint8_t>(c.private_data.size()), c.responder_resources);
     EXPECT_TRUE(result.rejected) << c.what;
     EXPECT_EQ(result.reject_status, c.expected) << c.what;
   }

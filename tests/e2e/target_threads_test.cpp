@@ -129,7 +129,9 @@ void serve_and_shut_down(reactor::Mode mode) {
   target->reset();
 }
 
-TEST(TargetThreads, ServeAndShutDownInInterruptMode) { serve_and_shut_down(reactor::Mode::interrupt); }
+TEST(TargetThreads, ServeAndShutDownInInterruptMode) {
+  serve_and_shut_down(reactor::Mode::interrupt);
+}
 TEST(TargetThreads, ServeAndShutDownInPollMode) { serve_and_shut_down(reactor::Mode::poll); }
 
 }  // namespace

@@ -1,0 +1,96 @@
+// The fixture both in-process target suites share: a 2-reactor harness on a FakeClock, a sim
+// fabric with a target device and a host device ("sim1"), one malloc bdev, a Target with one
+// subsystem exporting it, and the RDMA target transport listening on 10.0.0.1:4420. Hosts are
+// RawHosts pumping the harness. TearDown shuts the transport down and checks it drained.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "bdev/malloc_bdev.h"
+#include "raw_host.h"
+#include "reactor/harness.h"
+#include "target/target.h"
+#include "transport_rdma/target_transport.h"
+#include "verbs/sim/sim.h"
+
+namespace nvmf::e2e {
+
+inline constexpr const char* kSimTargetAddress = "10.0.0.1";
+inline constexpr uint16_t kSimTargetPort = 4420;
+
+class SimTargetFixture : public ::testing::Test {
+ protected:
+  // What the one subsystem looks like; the bdev is attached as NSID 1.
+  virtual target::SubsystemOpts subsystem_opts() const = 0;
+  virtual uint32_t block_size() const { return 512; }
+  virtual uint64_t block_count() const { return 8192; }
+
+  void SetUp() override {
+    verbs::sim::SimOpts sim_opts;
+    sim_opts.clock = &harness_.clock();
+    auto provider = verbs::sim::SimProvider::create(sim_opts);
+    ASSERT_TRUE(provider);
+    target_provider_ = std::move(*provider);
+    auto peer = target_provider_->create_peer("sim1");
+    ASSERT_TRUE(peer);
+    host_provider_ = std::move(*peer);
+
+    bdev_ = make_bdev("Malloc0", block_size(), block_count());
+    ASSERT_TRUE(bdev_);
+    auto target = target::Target::create(target::TargetOpts{});
+    ASSERT_TRUE(target);
+    target_ = std::move(*target);
+    const target::SubsystemOpts subsystem = subsystem_opts();
+    ASSERT_TRUE(target_->add_subsystem(subsystem));
+    target::NamespaceOpts ns;
+    ns.bdev = bdev_.get();
+    ASSERT_TRUE(target_->add_namespace(subsystem.nqn, ns));
+
+    auto transport = transport_rdma::RdmaTargetTransport::create(
+        *target_provider_, *target_, {&harness_.reactor(0), &harness_.reactor(1)}, opts_);
+    ASSERT_TRUE(transport);
+    transport_ = std::move(*transport);
+    ASSERT_TRUE(transport_->listen(kSimTargetAddress, kSimTargetPort));
+  }
+
+  void TearDown() override {
+    hosts_.clear();
+    if (transport_) {
+      transport_->begin_shutdown();
+      for (int i = 0; i < 20000 && !transport_->drained(); ++i) harness_.poll_round();
+      EXPECT_TRUE(transport_->drained()) << "connections left after shutdown";
+      harness_.poll_until_idle();
+      transport_.reset();
+    }
+    target_.reset();
+  }
+
+  static std::unique_ptr<bdev::Bdev> make_bdev(const char* name, uint32_t block_size_bytes,
+                                               uint64_t blocks) {
+    bdev::MallocBdevOpts opts;
+    opts.name = name;
+    opts.block_size_bytes = block_size_bytes;
+    opts.block_count = blocks;
+    auto made = bdev::create_malloc_bdev(opts);
+    return made ? std::move(*made) : nullptr;
+  }
+
+  RawHost& new_host() {
+    hosts_.push_back(std::make_unique<RawHost>(*host_provider_, [this] { harness_.poll_round(); }));
+    return *hosts_.back();
+  }
+
+  reactor::ReactorHarness harness_{2};
+  transport_rdma::RdmaTargetOpts opts_;
+  std::unique_ptr<verbs::sim::SimProvider> target_provider_;
+  std::unique_ptr<verbs::sim::SimProvider> host_provider_;
+  std::unique_ptr<bdev::Bdev> bdev_;
+  std::unique_ptr<target::Target> target_;
+  std::unique_ptr<transport_rdma::RdmaTargetTransport> transport_;
+  std::vector<std::unique_ptr<RawHost>> hosts_;
+};
+
+}  // namespace nvmf::e2e
