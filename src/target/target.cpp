@@ -78,8 +78,11 @@ void Qpair::set_state(QpairState next) noexcept {
 
 namespace detail {
 
-size_t copy_to_request(Request& req, uint64_t offset, const void* data, size_t size) noexcept {
-  const auto* source = static_cast<const uint8_t*>(data);
+namespace {
+// Visits the request buffer's bytes [offset, offset + size) segment by segment, never past the
+// iovecs: copy(segment_pointer, position_in_flat_data, chunk). Returns the bytes visited.
+template <typename Copy>
+size_t walk_request(const Request& req, uint64_t offset, size_t size, Copy&& copy) noexcept {
   size_t copied = 0;
   for (unsigned i = 0; i < req.iovcnt && copied < size; ++i) {
     const iovec& segment = req.iov[i];
@@ -88,28 +91,26 @@ size_t copy_to_request(Request& req, uint64_t offset, const void* data, size_t s
       continue;
     }
     const size_t chunk = std::min<size_t>(segment.iov_len - offset, size - copied);
-    std::memcpy(static_cast<uint8_t*>(segment.iov_base) + offset, source + copied, chunk);
+    copy(static_cast<uint8_t*>(segment.iov_base) + offset, copied, chunk);
     copied += chunk;
     offset = 0;
   }
   return copied;
 }
+}  // namespace
+
+size_t copy_to_request(Request& req, uint64_t offset, const void* data, size_t size) noexcept {
+  const auto* source = static_cast<const uint8_t*>(data);
+  return walk_request(req, offset, size, [source](uint8_t* segment, size_t at, size_t chunk) {
+    std::memcpy(segment, source + at, chunk);
+  });
+}
 
 size_t copy_from_request(const Request& req, uint64_t offset, void* data, size_t size) noexcept {
   auto* target = static_cast<uint8_t*>(data);
-  size_t copied = 0;
-  for (unsigned i = 0; i < req.iovcnt && copied < size; ++i) {
-    const iovec& segment = req.iov[i];
-    if (offset >= segment.iov_len) {
-      offset -= segment.iov_len;
-      continue;
-    }
-    const size_t chunk = std::min<size_t>(segment.iov_len - offset, size - copied);
-    std::memcpy(target + copied, static_cast<const uint8_t*>(segment.iov_base) + offset, chunk);
-    copied += chunk;
-    offset = 0;
-  }
-  return copied;
+  return walk_request(req, offset, size, [target](uint8_t* segment, size_t at, size_t chunk) {
+    std::memcpy(target + at, segment, chunk);
+  });
 }
 
 void zero_request(Request& req) noexcept {

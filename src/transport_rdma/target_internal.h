@@ -174,6 +174,9 @@ class RdmaPollGroup {
   // Both return false when the send queue has no room; the request then waits on the
   // queue pair's send_waiters and is retried after completions free slots.
   bool post_reads(RdmaRequest& req) noexcept;
+  // After posting `wrs` send-queue WRs for req: they hold send-queue slots until retired, the
+  // request waits in `next`, and the QP needs a doorbell.
+  void account_posted(RdmaRequest& req, uint32_t wrs, RdmaRequestState next) noexcept;
   // One RDMA READ or WRITE per keyed descriptor, over the request's data buffers.
   void post_data_wrs(RdmaRequest& req, verbs::WrOpcode opcode, bool signal_last) noexcept;
   bool post_response(RdmaRequest& req) noexcept;

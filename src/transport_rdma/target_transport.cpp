@@ -101,10 +101,10 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
 
 RdmaTargetTransport::~RdmaTargetTransport() {
   if (acceptor_poller_.registered()) reactors_[0]->remove_poller(acceptor_poller_);
-  // Connections still open belong to groups whose reactors no longer run: free them
-  // children first (QP before CM id), then the groups with their device resources.
-  for (auto& group : groups_) group.reset();
+  // Verbs order: each connection's CM id takes its QP with it, and QPs must go before the CQs,
+  // SRQs, MRs and PDs of the poll groups they were created on.
   connections_.clear();
+  for (auto& group : groups_) group.reset();
   listeners_.clear();
   channel_.reset();
 }
@@ -276,15 +276,8 @@ RdmaPollGroup::~RdmaPollGroup() {
   buffer_waiters_.clear();
   dirty_.clear();
   qpairs_.clear();
-  // DeviceContexts: MRs before regions before CQ/SRQ before PD (member order does it).
-  for (auto& device : devices_) {
-    device->srq_buffers.reset();
-    device->recv_mr.reset();
-    device->data_mr.reset();
-    device->srq.reset();
-    device->cq.reset();
-    device->pd.reset();
-  }
+  // devices_ goes next; DeviceContext's member order frees MRs before their regions and the
+  // SRQ and CQ before the PD.
 }
 
 Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noexcept {
@@ -819,11 +812,7 @@ bool RdmaPollGroup::post_reads(RdmaRequest& req) noexcept {
   const uint32_t needed = req.sgl.keyed_count;
   if (qpair.send_queue_used + needed > qpair.send_queue_size) return false;
   post_data_wrs(req, verbs::WrOpcode::rdma_read, true);
-  req.wrs_outstanding = needed;
-  req.send_queue_slots = needed;
-  qpair.send_queue_used += needed;
-  req.state = RdmaRequestState::reading;
-  mark_dirty(qpair);
+  account_posted(req, needed, RdmaRequestState::reading);
   return true;
 }
 
@@ -852,12 +841,16 @@ bool RdmaPollGroup::post_response(RdmaRequest& req) noexcept {
     wr.opcode = verbs::WrOpcode::send;
   }
   (void)qpair.qp->post_send(wr);
-  req.wrs_outstanding = needed;
-  req.send_queue_slots = needed;
-  qpair.send_queue_used += needed;
-  req.state = RdmaRequestState::responding;
-  mark_dirty(qpair);
+  account_posted(req, needed, RdmaRequestState::responding);
   return true;
+}
+
+void RdmaPollGroup::account_posted(RdmaRequest& req, uint32_t wrs, RdmaRequestState next) noexcept {
+  req.wrs_outstanding = wrs;
+  req.send_queue_slots = wrs;
+  req.qpair->send_queue_used += wrs;
+  req.state = next;
+  mark_dirty(*req.qpair);
 }
 
 void RdmaPollGroup::release(RdmaRequest& req) noexcept {
