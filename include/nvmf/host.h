@@ -1,0 +1,336 @@
+// libnvmf_host: the NVMe-over-Fabrics (RDMA) initiator library.
+//
+// Objects: a Host (the library context: verbs provider, registered DMA memory) connects
+// Controllers; a Controller has Namespaces and hands out IoQpairs (one NVMe I/O queue = one
+// RDMA queue pair each). Nothing is shared on the data path.
+//
+// Threads (SPDK's model): an IoQpair belongs to the thread that allocated it; only that
+// thread submits on it and calls process_completions(), and callbacks run inside
+// process_completions(), never inside a submit call. A Controller's admin queue belongs to the
+// thread that connected it: it calls process_admin_completions() regularly (keep-alive, async
+// events) and disconnect(). Blocking calls (discover, connect, alloc_io_qpair, disconnect)
+// poll until done, calling HostOpts::idle between rounds.
+//
+// The data path allocates nothing, takes no lock and throws nothing: a full queue answers
+// `busy`, and the caller retries after process_completions().
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "spec/status.h"
+
+namespace nvmf {
+class Clock;
+}
+namespace nvmf::verbs {
+class Provider;
+}
+
+namespace nvmf::host {
+
+// ---------------------------------------------------------------------------------------
+// Addresses
+
+inline constexpr const char* kDiscoveryNqn = "nqn.2014-08.org.nvmexpress.discovery";
+
+// A transport ID in SPDK's string form:
+//   "trtype:RDMA adrfam:IPv4 traddr:10.0.0.1 trsvcid:4420 subnqn:nqn.2026-01.io.example:disk1"
+// Keys are case-insensitive, written key:value or key=value, separated by any whitespace;
+// trtype must be RDMA, adrfam IPv4 (default) or IPv6, trsvcid defaults to 4420, subnqn to the
+// discovery NQN and must be a valid NQN.
+struct TransportId {
+  std::string trtype = "RDMA";
+  std::string adrfam = "IPv4";
+  std::string traddr;
+  std::string trsvcid = "4420";
+  std::string subnqn = kDiscoveryNqn;
+  friend bool operator==(const TransportId&, const TransportId&) = default;
+
+  // invalid_argument with a one-line reason in *message (naming the key) on bad input.
+  static Result<TransportId> parse(std::string_view text, std::string* message);
+  std::string to_string() const;
+  uint16_t port() const noexcept;  // trsvcid as a number (parse() checked it)
+};
+
+// The host's identity, as nvme-cli finds it: /etc/nvme/hostnqn and /etc/nvme/hostid, else a
+// generated "nqn.2014-08.org.nvmexpress:uuid:<uuid>" whose UUID is also the host ID.
+struct HostIdentity {
+  std::string hostnqn;
+  std::array<uint8_t, 16> hostid{};
+};
+// `etc_dir`: where hostnqn/hostid live (tests pass a temporary directory).
+HostIdentity default_host_identity(const std::string& etc_dir = "/etc/nvme");
+std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
+bool uuid_parse(std::string_view text, std::array<uint8_t, 16>* uuid);
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+// How each I/O's buffer gets the key the target uses (src/memreg, docs/architecture.md).
+enum class MemregPolicy : uint8_t {
+  global,    // one MR key for all DMA memory, keyed SGL subtype ADDRESS (SPDK's way)
+  unsafe,    // per-I/O window, unsignaled LOCAL_INV, reused at once: the 2017 race
+  sagi,      // per-I/O window, signaled LOCAL_INV, the I/O completes after it
+  max,       // per-I/O window, unsignaled LOCAL_INV, the next bind of the window fenced
+  deferred,  // per-I/O window, signaled LOCAL_INV off the completion path
+};
+const char* memreg_policy_name(MemregPolicy policy) noexcept;
+bool memreg_policy_parse(std::string_view text, MemregPolicy* policy) noexcept;
+
+struct ControllerOpts {
+  std::string hostnqn;              // empty: default_host_identity()
+  std::array<uint8_t, 16> hostid{}; // all zero: default_host_identity()
+  uint16_t io_queue_count = 1;      // I/O queues asked for with Set Features Number of Queues
+  uint16_t io_queue_size = 128;     // entries per I/O queue (kernel and SPDK default); the
+                                    // target may grant fewer (CRQSIZE); depth = entries - 1
+  uint16_t admin_queue_size = 32;   // kernel's NVME_AQ_DEPTH
+  uint32_t keep_alive_timeout_ms = 10000;  // KATO; Keep Alive sent every KATO/2; 0 = none
+  uint32_t in_capsule_data_bytes = 4096;   // writes up to min(this, target's IOCCSZ - 64)
+                                           // travel in the command capsule; 0 = never
+  MemregPolicy memreg = MemregPolicy::global;
+  uint32_t reconnect_delay_ms = 10000;        // kernel's default (issue 6: error recovery)
+  uint32_t ctrl_loss_timeout_ms = 600000;     // kernel's default
+  uint32_t connect_timeout_ms = 5000;         // CM resolve + connect + Fabrics Connect
+  uint32_t admin_timeout_ms = 60000;          // one admin command (kernel's admin_timeout)
+};
+
+struct HostOpts {
+  // The RDMA provider; nullptr = rdma-core (ibverbs). Tests and nvmf_perf --sim pass the
+  // simulated HCA's peer provider. Must outlive the Host.
+  verbs::Provider* provider = nullptr;
+  // Called between polling rounds of every blocking call. Tests that run the target on the
+  // same thread pump it here; nullptr = spin.
+  void (*idle)(void* ctx) = nullptr;
+  void* idle_ctx = nullptr;
+  // Time for keep-alive and timeouts; nullptr = the monotonic clock. Tests pass the FakeClock
+  // their target runs on. Must outlive the Host.
+  const Clock* clock = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------
+// Results
+
+struct DiscoveryEntry {
+  uint8_t trtype = 0;      // 1 = RDMA
+  uint8_t adrfam = 0;      // 1 = IPv4, 2 = IPv6
+  uint8_t subtype = 0;     // 1 = discovery subsystem (referral), 2 = NVM subsystem
+  uint16_t portid = 0;
+  uint16_t cntlid = 0;
+  std::string trsvcid;
+  std::string traddr;
+  std::string subnqn;
+  // The entry as a TransportId (to pass to connect()).
+  TransportId trid() const;
+};
+
+struct ControllerData {
+  uint16_t cntlid = 0;
+  uint16_t vid = 0;
+  std::string serial_number;
+  std::string model_number;
+  std::string firmware_revision;
+  std::string subnqn;
+  uint64_t cap = 0;                 // CAP property
+  uint32_t vs = 0;                  // VS property
+  uint32_t max_transfer_bytes = 0;  // from MDTS; 0 = no limit reported
+  uint32_t in_capsule_data_bytes = 0;  // IOCCSZ * 16 - 64: what the target accepts in-capsule
+  uint32_t namespace_count = 0;     // NN
+  uint16_t io_queues_granted = 0;   // from Set Features Number of Queues
+  uint16_t io_queue_size = 0;       // entries the target granted per I/O queue
+  uint8_t aerl = 0;
+};
+
+struct ControllerStats {
+  uint64_t keep_alives_sent = 0;
+  uint64_t async_events = 0;
+  uint64_t reconnects = 0;
+  uint64_t io_qpairs_allocated = 0;
+};
+
+// Every command's completion. `status` is the NVMe status; a command that never reached the
+// controller (the queue was disconnected) completes with Command Aborted due to SQ Deletion.
+using IoCallback = void (*)(void* ctx, const spec::Status& status);
+
+class Controller;
+class Namespace;
+class IoQpair;
+
+// ---------------------------------------------------------------------------------------
+// Host
+
+class Host {
+ public:
+  static Result<std::unique_ptr<Host>> create(const HostOpts& opts);
+  ~Host();
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // DMA memory for I/O buffers: registered (by src/memreg) with every RDMA device the host
+  // uses, now and later. Page aligned. nullptr when out of memory. Any thread.
+  void* dma_alloc(size_t bytes);
+  void dma_free(void* buffer);
+
+  // Connects to the discovery controller at `trid` (subnqn ignored), reads the discovery log
+  // (again while its generation counter changes), disconnects. Errors name what failed:
+  // unreachable, rejected (with the NVMe/RDMA or NVMe status), timeout.
+  Result<std::vector<DiscoveryEntry>> discover(const TransportId& trid,
+                                               const ControllerOpts& opts = {},
+                                               std::string* message = nullptr);
+
+  // The whole bring-up: admin Connect, Property Get CAP and VS, CC.EN = 1, wait CSTS.RDY,
+  // Identify Controller, Set Features Number of Queues, Identify active namespaces and each
+  // namespace, Async Event Requests, keep-alive. On failure *message says which step and
+  // what the target answered (e.g. "connect refused: Connect Invalid Host").
+  Result<std::unique_ptr<Controller>> connect(const TransportId& trid,
+                                              const ControllerOpts& opts = {},
+                                              std::string* message = nullptr);
+
+  struct Impl;
+  Impl& impl() noexcept { return *impl_; }
+
+ private:
+  explicit Host(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Controller
+
+struct IoQpairOpts {
+  uint16_t queue_size = 0;  // 0 = ControllerOpts::io_queue_size
+};
+
+class Controller {
+ public:
+  ~Controller();  // disconnect() if still connected
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  const ControllerData& data() const noexcept;
+  const TransportId& trid() const noexcept;
+  ControllerStats stats() const noexcept;
+  bool connected() const noexcept;
+
+  // Active namespaces, ascending NSID.
+  const std::vector<uint32_t>& active_namespaces() const noexcept;
+  Namespace* ns(uint32_t nsid) noexcept;  // nullptr when not active
+
+  // Connects one more I/O queue (QID 1, 2, ...) owned by the calling thread. busy when the
+  // controller's granted I/O queues are all in use.
+  Result<std::unique_ptr<IoQpair>> alloc_io_qpair(const IoQpairOpts& opts = {},
+                                                  std::string* message = nullptr);
+
+  // Admin thread: keep-alive, async events, admin completions. Returns completions handled.
+  int process_admin_completions();
+
+  // Shuts the controller down: every I/O qpair still allocated is disconnected (each
+  // outstanding callback runs once, aborted; call from the thread that owns them, or free them
+  // first), CC.SHN = normal and wait for CSTS.SHST, then the admin queue goes. Idempotent.
+  Result<void> disconnect();
+
+  struct Impl;
+  Impl& impl() noexcept { return *impl_; }
+  explicit Controller(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Namespace: geometry and the I/O commands. Submit calls return `busy` when the qpair is full,
+// `invalid_argument` for a range outside the namespace, a length that is not whole blocks or a
+// buffer not from Host::dma_alloc(), `bad_state` when the qpair is disconnected. On error the
+// callback is not called; on success it is called exactly once, from process_completions().
+
+class Namespace {
+ public:
+  uint32_t id() const noexcept { return nsid_; }
+  uint32_t block_size() const noexcept { return block_size_; }
+  uint64_t block_count() const noexcept { return block_count_; }
+  uint64_t capacity_bytes() const noexcept { return block_count_ * block_size_; }
+  const std::array<uint8_t, 16>& uuid() const noexcept { return uuid_; }  // zero if none
+  const std::array<uint8_t, 16>& nguid() const noexcept { return nguid_; }
+
+  Result<void> read(IoQpair& qpair, void* buffer, uint64_t lba, uint32_t blocks, IoCallback cb,
+                    void* cb_ctx) noexcept;
+  Result<void> write(IoQpair& qpair, const void* buffer, uint64_t lba, uint32_t blocks,
+                     IoCallback cb, void* cb_ctx) noexcept;
+  // Up to 16 iovecs; total length = blocks * block_size. Several iovecs travel as a Last
+  // Segment list of keyed descriptors (SPDK and this project's target take it; the Linux
+  // kernel target takes one descriptor only).
+  Result<void> readv(IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba, uint32_t blocks,
+                     IoCallback cb, void* cb_ctx) noexcept;
+  Result<void> writev(IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba,
+                      uint32_t blocks, IoCallback cb, void* cb_ctx) noexcept;
+  Result<void> flush(IoQpair& qpair, IoCallback cb, void* cb_ctx) noexcept;
+  Result<void> write_zeroes(IoQpair& qpair, uint64_t lba, uint32_t blocks, IoCallback cb,
+                            void* cb_ctx) noexcept;
+  // Dataset Management, deallocate (TRIM) of one range.
+  Result<void> deallocate(IoQpair& qpair, uint64_t lba, uint32_t blocks, IoCallback cb,
+                          void* cb_ctx) noexcept;
+
+  Namespace(uint32_t nsid, uint32_t block_size, uint64_t block_count,
+            const std::array<uint8_t, 16>& uuid, const std::array<uint8_t, 16>& nguid) noexcept
+      : nsid_(nsid), block_size_(block_size), block_count_(block_count), uuid_(uuid),
+        nguid_(nguid) {}
+
+ private:
+  Result<void> check_range(uint64_t lba, uint32_t blocks) const noexcept;
+  uint32_t nsid_;
+  uint32_t block_size_;
+  uint64_t block_count_;
+  std::array<uint8_t, 16> uuid_;
+  std::array<uint8_t, 16> nguid_;
+};
+
+// ---------------------------------------------------------------------------------------
+// IoQpair
+
+struct IoQpairStats {
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  uint64_t errors = 0;        // completions with a non-success status
+  uint64_t busy = 0;          // submits refused because the queue was full
+  uint64_t in_capsule_writes = 0;
+};
+
+class IoQpair {
+ public:
+  ~IoQpair();  // disconnect()
+  IoQpair(const IoQpair&) = delete;
+  IoQpair& operator=(const IoQpair&) = delete;
+
+  // Sends what was submitted since the last call (one doorbell for the batch, like SPDK's
+  // delay_cmd_submit: a command reaches the target only once this runs), then reaps
+  // completions and runs callbacks; at most `max_completions` callbacks (0 = no limit).
+  // Returns how many ran. Owner thread only.
+  int process_completions(uint32_t max_completions = 0) noexcept;
+
+  uint16_t qid() const noexcept;
+  uint32_t depth() const noexcept;        // commands that may be outstanding at once
+  uint32_t outstanding() const noexcept;  // submitted, callback not yet run
+  bool connected() const noexcept;
+  IoQpairStats stats() const noexcept;
+
+  // Disconnects the queue: every outstanding callback runs once, aborted (SQ deletion), before
+  // this returns. Idempotent.
+  void disconnect() noexcept;
+
+  struct Impl;
+  Impl& impl() noexcept { return *impl_; }
+  explicit IoQpair(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nvmf::host

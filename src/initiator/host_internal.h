@@ -1,0 +1,106 @@
+// Internals of libnvmf_host shared by its .cpp files: the Impl structs behind host.h.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "memreg/memory_map.h"
+#include "nvmf/host.h"
+#include "spec/spec.h"
+#include "transport_rdma/host_queue.h"
+#include "verbs/verbs.h"
+
+namespace nvmf::host {
+
+struct Host::Impl {
+  HostOpts opts;
+  MonotonicClock monotonic;
+  const Clock* clock = nullptr;
+  std::unique_ptr<verbs::Provider> owned_provider;  // rdma-core, when opts.provider is null
+  verbs::Provider* provider = nullptr;
+  std::unique_ptr<memreg::MemoryMap> map;
+  std::unique_ptr<transport_rdma::HostDomains> domains;
+
+  ~Impl() {
+    domains.reset();  // PDs detach (MRs deregistered) before the map frees its memory
+    map.reset();
+  }
+  void idle() const {
+    if (opts.idle != nullptr) opts.idle(opts.idle_ctx);
+  }
+  uint64_t now_ns() const { return clock->now_ns(); }
+};
+
+// The I/O qpairs of a controller, shared with them so either may go first.
+struct QpairRegistry {
+  std::mutex mutex;
+  std::vector<bool> qid_used;          // index = QID - 1
+  std::vector<IoQpair::Impl*> live;    // allocated and not yet freed
+};
+
+struct IoQpair::Impl {
+  Host::Impl* host = nullptr;
+  std::shared_ptr<QpairRegistry> registry;
+  std::unique_ptr<transport_rdma::HostQueue> queue;
+  uint16_t qid = 0;
+  uint32_t max_transfer_bytes = 0;  // 0 = no limit
+  spec::DsmRange* dsm_ranges = nullptr;  // one per command slot (index = CID), DMA memory
+  void* connect_data = nullptr;          // the Connect command's 1 KiB, DMA memory
+  IoQpairStats stats;
+
+  ~Impl();
+  void release_qid() noexcept;
+};
+
+struct Controller::Impl {
+  Host::Impl* host = nullptr;
+  TransportId trid;
+  ControllerOpts opts;
+  HostIdentity identity;
+  bool discovery = false;
+  bool connected = false;
+  ControllerData data;
+  ControllerStats stats;
+  std::unique_ptr<transport_rdma::HostQueue> admin;
+  void* scratch = nullptr;  // 4 KiB of DMA memory for admin data (identify, log pages)
+  void* aer_log = nullptr;  // 4 KiB for the log page an async event points at
+  std::vector<uint32_t> active;
+  std::vector<std::unique_ptr<Namespace>> namespaces;  // parallel to `active`
+  std::shared_ptr<QpairRegistry> registry = std::make_shared<QpairRegistry>();
+  uint64_t next_keep_alive_ns = 0;
+  bool keep_alive_outstanding = false;
+  uint32_t aers_outstanding = 0;
+  bool aer_log_busy = false;
+
+  ~Impl();
+
+  // Runs one admin command to completion (polling, calling the host's idle hook). On a
+  // timeout the admin queue is disconnected (aborting the command) and timed_out returned.
+  Result<spec::Cqe> execute(spec::Sqe sqe, transport_rdma::DataDirection direction, void* buffer,
+                            uint32_t length);
+  // Fabrics Connect on `queue` (admin or I/O) with Connect data in `connect_data`.
+  Result<spec::Cqe> fabrics_connect(transport_rdma::HostQueue& queue, void* connect_data,
+                                    uint16_t cntlid, std::string* message);
+  Result<uint64_t> property_get(uint32_t offset, std::string* message);
+  Result<void> property_set(uint32_t offset, uint64_t value, std::string* message);
+
+  Result<void> bring_up(std::string* message);
+  Result<void> identify_namespaces(std::string* message);
+  void submit_aer() noexcept;
+  void submit_keep_alive() noexcept;
+  Result<std::vector<DiscoveryEntry>> read_discovery_log(std::string* message);
+  void shutdown() noexcept;
+};
+
+// Connects `queue` (blocking on the host's idle hook) and fills *message on failure.
+Result<void> wait_connected(Host::Impl& host, transport_rdma::HostQueue& queue,
+                            const TransportId& trid, std::string* message);
+
+// "text" into *message when message is not null.
+void set_message(std::string* message, const std::string& text);
+
+}  // namespace nvmf::host

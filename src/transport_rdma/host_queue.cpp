@@ -1,0 +1,554 @@
+#include "transport_rdma/host_queue.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "spec/fabrics.h"
+#include "spec/rdma_cm.h"
+#include "spec/status.h"
+
+NVMF_LOG_COMPONENT(rdma_host);
+
+namespace nvmf::transport_rdma {
+
+namespace {
+
+// A capsule holds the SQE and, for several iovecs, a Last Segment list of keyed descriptors.
+constexpr uint32_t kMaxIovecs = 16;
+constexpr uint32_t kCapsuleStride = sizeof(spec::Sqe) + kMaxIovecs * spec::sgl_descriptor_size;
+// SGEs of one SEND: the SQE plus the caller's buffers for in-capsule data.
+constexpr uint32_t kMaxSendSges = 1 + kMaxIovecs;
+// wr_id: the command or receive index, tagged so one CQ serves both.
+constexpr uint64_t kRecvTag = 1ull << 63;
+// Check the CM channel (a disconnect from the target) once per this many polls: on rdma-core
+// it costs a system call.
+constexpr uint32_t kCmPollInterval = 256;
+constexpr uint32_t kCqBatch = 32;
+// How long disconnect() waits for the HCA to hand back every WR after moving the QP to error.
+constexpr uint64_t kDrainTimeoutNs = 5ull * 1000 * 1000 * 1000;
+
+spec::Cqe make_aborted_cqe(const HostCommand& command, uint16_t sqid) {
+  spec::Cqe cqe{};
+  cqe.cid = command.cid;
+  cqe.sqid = sqid;
+  cqe.set_status(spec::generic_status(spec::sc_generic::aborted_sq_deletion));
+  return cqe;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// HostDomains
+
+HostDomains::~HostDomains() {
+  for (Entry& entry : entries_) map_.detach(entry.index);
+}
+
+Result<HostDomains::Domain> HostDomains::get(verbs::Device& device) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Entry& entry : entries_) {
+    if (entry.device == &device) return Domain{entry.pd.get(), entry.index};
+  }
+  auto pd = device.allocate_pd();
+  if (!pd) return Unexpected(pd.error());
+  auto index = map_.attach(**pd);
+  if (!index) return Unexpected(index.error());
+  Entry entry;
+  entry.device = &device;
+  entry.pd = std::move(*pd);
+  entry.index = *index;
+  entries_.push_back(std::move(entry));  // setup-path
+  return Domain{entries_.back().pd.get(), entries_.back().index};
+}
+
+const char* host_queue_state_name(HostQueueState state) noexcept {
+  switch (state) {
+    case HostQueueState::resolving: return "resolving";
+    case HostQueueState::connecting: return "connecting";
+    case HostQueueState::connected: return "connected";
+    case HostQueueState::failed: return "failed";
+    case HostQueueState::disconnected: return "disconnected";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------------------
+// HostQueue
+
+struct HostQueue::Resources {
+  std::unique_ptr<verbs::CmChannel> channel;
+  std::unique_ptr<verbs::CmId> id;
+  HostDomains::Domain domain;
+  std::unique_ptr<verbs::CompletionQueue> cq;
+  verbs::QueuePair* qp = nullptr;
+  uint32_t max_send_sges = 1;
+  std::vector<HostCommand> commands;  // index = CID
+  uint8_t* capsules = nullptr;        // commands.size() x kCapsuleStride, from the memory map
+  uint32_t capsule_lkey = 0;
+  spec::Cqe* responses = nullptr;     // commands.size() receive buffers
+  uint32_t response_lkey = 0;
+  memreg::MemoryMap* map = nullptr;
+
+  ~Resources() {
+    id.reset();  // the QP goes with its id, before the CQ
+    cq.reset();
+    channel.reset();
+    if (map != nullptr) {
+      map->free(capsules);
+      map->free(responses);
+    }
+  }
+};
+
+HostQueue::HostQueue(verbs::Provider& provider, HostDomains& domains, const HostQueueOpts& opts)
+    : provider_(provider),
+      domains_(domains),
+      opts_(opts),
+      clock_(opts.clock != nullptr ? opts.clock : &monotonic_),
+      res_(std::make_unique<Resources>()) {}  // setup-path
+
+HostQueue::~HostQueue() {
+  disconnect();
+  while (free_.pop() != nullptr) {
+  }
+}
+
+Result<std::unique_ptr<HostQueue>> HostQueue::create(verbs::Provider& provider,
+                                                     HostDomains& domains,
+                                                     const HostQueueOpts& opts) noexcept {
+  if (opts.entries < 2) return Unexpected(Errc::invalid_argument, "queue needs 2 entries or more");
+  std::unique_ptr<HostQueue> queue(new HostQueue(provider, domains, opts));  // setup-path
+  auto started = queue->start();
+  if (!started) return Unexpected(started.error());
+  return queue;
+}
+
+Result<void> HostQueue::start() noexcept {
+  auto channel = provider_.create_cm_channel();
+  if (!channel) return Unexpected(channel.error());
+  res_->channel = std::move(*channel);
+  auto id = res_->channel->create_id();
+  if (!id) return Unexpected(id.error());
+  res_->id = std::move(*id);
+  deadline_ns_ = clock_->now_ns() + uint64_t{opts_.connect_timeout_ms} * 1000 * 1000;
+  const int timeout_ms = static_cast<int>(std::min<uint32_t>(opts_.connect_timeout_ms, 60000));
+  auto resolved = res_->id->resolve(opts_.address, opts_.port, timeout_ms);
+  if (!resolved) return Unexpected(resolved.error());
+  state_ = HostQueueState::resolving;
+  return {};
+}
+
+Result<void> HostQueue::create_resources() noexcept {
+  verbs::Device* device = res_->id->device();
+  if (device == nullptr) return Unexpected(Errc::bad_state, "no RDMA device behind the route");
+  auto domain = domains_.get(*device);
+  if (!domain) return Unexpected(domain.error());
+  res_->domain = *domain;
+  memreg::MemoryMap& map = domains_.map();
+  res_->map = &map;
+
+  const uint32_t entries = opts_.entries;
+  res_->commands.resize(entries);  // setup-path
+  for (uint32_t i = 0; i < entries; ++i) res_->commands[i].cid = static_cast<uint16_t>(i);
+  res_->capsules = static_cast<uint8_t*>(map.allocate(size_t{entries} * kCapsuleStride));
+  res_->responses = static_cast<spec::Cqe*>(map.allocate(size_t{entries} * sizeof(spec::Cqe)));
+  if (res_->capsules == nullptr || res_->responses == nullptr) {
+    return Unexpected(Errc::no_memory, "capsule and response buffers");
+  }
+  memreg::Keys keys;
+  if (!map.translate(res_->domain.index, res_->capsules, size_t{entries} * kCapsuleStride, &keys)) {
+    return Unexpected(Errc::bad_state, "capsule buffers not registered");
+  }
+  res_->capsule_lkey = keys.lkey;
+  if (!map.translate(res_->domain.index, res_->responses, size_t{entries} * sizeof(spec::Cqe),
+                     &keys)) {
+    return Unexpected(Errc::bad_state, "response buffers not registered");
+  }
+  res_->response_lkey = keys.lkey;
+
+  const verbs::DeviceCaps& caps = device->caps();
+  // Every command has one SEND in flight, and issue 6's key policies add a bind and a local
+  // invalidate: three send WRs per command at most. Receives: one per entry.
+  verbs::CqOpts cq_opts;
+  cq_opts.depth = std::min<uint32_t>(entries * 4, caps.max_cqe != 0 ? caps.max_cqe : entries * 4);
+  auto cq = res_->domain.pd->create_cq(cq_opts);
+  if (!cq) return Unexpected(cq.error());
+  res_->cq = std::move(*cq);
+
+  verbs::QpOpts qp_opts;
+  qp_opts.send_cq = res_->cq.get();
+  qp_opts.recv_cq = res_->cq.get();
+  qp_opts.max_send_wr = entries * 3;
+  qp_opts.max_recv_wr = entries;
+  qp_opts.max_send_sge = std::max<uint32_t>(1, std::min(caps.max_sge, kMaxSendSges));
+  qp_opts.max_recv_sge = 1;
+  auto qp = res_->id->create_qp(*res_->domain.pd, qp_opts);
+  if (!qp) return Unexpected(qp.error());
+  res_->qp = *qp;
+  res_->max_send_sges = res_->qp->granted().max_send_sge;
+
+  for (uint32_t i = 0; i < entries; ++i) post_receive(i);
+  auto flushed = res_->qp->flush();
+  if (!flushed) return Unexpected(flushed.error());
+  return {};
+}
+
+void HostQueue::post_receive(uint32_t index) noexcept {
+  verbs::Sge sge{reinterpret_cast<uint64_t>(&res_->responses[index]), sizeof(spec::Cqe),
+                 res_->response_lkey};
+  verbs::RecvWr wr{kRecvTag | index, &sge, 1};
+  if (res_->qp->post_recv(wr)) {
+    ++recv_wrs_posted_;
+    doorbell_due_ = true;
+  } else {
+    enter_error("cannot post a receive");
+  }
+}
+
+void HostQueue::fail(Errc code, const char* reason, uint16_t reject_status) noexcept {
+  failure_.code = code;
+  failure_.reason = reason;
+  failure_.reject_status = reject_status;
+  state_ = HostQueueState::failed;
+  NVMF_INFOLOG(rdma_host, "queue %u to %s:%u: %s", opts_.qid, opts_.address.c_str(), opts_.port,
+               reason);
+}
+
+HostQueueState HostQueue::progress_connect() noexcept {
+  if (state_ != HostQueueState::resolving && state_ != HostQueueState::connecting) return state_;
+  verbs::CmEvent event;
+  while (res_->channel->poll_event(&event)) {
+    handle_cm_event(event);
+    if (state_ != HostQueueState::resolving && state_ != HostQueueState::connecting) break;
+  }
+  if ((state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) &&
+      clock_->now_ns() >= deadline_ns_) {
+    fail(Errc::timed_out, "connect timed out");
+  }
+  return state_;
+}
+
+void HostQueue::handle_cm_event(const verbs::CmEvent& event) noexcept {
+  switch (event.type) {
+    case verbs::CmEventType::route_resolved: {
+      if (state_ != HostQueueState::resolving) return;
+      auto made = create_resources();
+      if (!made) {
+        fail(made.error().code, made.error().detail);
+        return;
+      }
+      const spec::RdmaCmRequest request = spec::make_rdma_cm_request(
+          opts_.qid, opts_.entries, static_cast<uint16_t>(opts_.entries - 1), opts_.cntlid);
+      verbs::ConnectParams params;
+      params.private_data = &request;
+      params.private_data_length = sizeof(request);
+      // The target RDMA READs write data from us; we issue no READs (the kernel host's values).
+      params.responder_resources = static_cast<uint8_t>(
+          std::min<uint32_t>(res_->id->device()->caps().max_qp_rd_atom, 255));
+      params.initiator_depth = 0;
+      auto connected = res_->id->connect(params);
+      if (!connected) {
+        fail(connected.error().code, "rdma_connect failed");
+        return;
+      }
+      state_ = HostQueueState::connecting;
+      return;
+    }
+    case verbs::CmEventType::established: {
+      if (state_ != HostQueueState::connecting) return;
+      spec::RdmaCmAccept accept{};
+      std::memcpy(&accept, event.private_data, sizeof(accept));
+      entries_ = opts_.entries;
+      if (accept.recfmt == spec::rdma_cm_recfmt && accept.crqsize >= 2) {
+        entries_ = std::min(entries_, accept.crqsize);
+      }
+      depth_ = entries_ - 1u;
+      for (uint32_t i = depth_; i-- > 0;) {
+        res_->commands[i].state = HostCommand::State::free;
+        free_.push(res_->commands[i]);
+      }
+      state_ = HostQueueState::connected;
+      cm_poll_countdown_ = kCmPollInterval;
+      NVMF_DEBUGLOG(rdma_host, "queue %u connected to %s:%u, %u entries", opts_.qid,
+                    opts_.address.c_str(), opts_.port, entries_);
+      return;
+    }
+    case verbs::CmEventType::rejected: {
+      if (state_ != HostQueueState::connecting) return;
+      spec::RdmaCmReject reject{};
+      std::memcpy(&reject, event.private_data, sizeof(reject));
+      if (reject.recfmt == spec::rdma_cm_recfmt && reject.sts != 0) {
+        fail(Errc::connection_refused, spec::rdma_cm_reject_name(reject.sts), reject.sts);
+      } else {
+        fail(Errc::connection_refused, "connection rejected");
+      }
+      return;
+    }
+    case verbs::CmEventType::unreachable:
+      if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
+        fail(Errc::connection_refused, event.status == ETIMEDOUT
+                                           ? "target unreachable (timed out)"
+                                           : "target unreachable (no listener)");
+      }
+      return;
+    case verbs::CmEventType::connect_error:
+      if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
+        fail(Errc::io_error, "connect error");
+      }
+      return;
+    case verbs::CmEventType::disconnected:
+    case verbs::CmEventType::device_removal:
+      if (state_ == HostQueueState::connected) {
+        enter_error(event.type == verbs::CmEventType::disconnected ? "target disconnected"
+                                                                   : "device removed");
+      } else if (state_ == HostQueueState::connecting) {
+        fail(Errc::disconnected, "disconnected while connecting");
+      }
+      return;
+    case verbs::CmEventType::connect_request:
+      return;  // a host does not listen
+  }
+}
+
+HostCommand* HostQueue::get_command() noexcept {
+  HostCommand* command = free_.pop();
+  if (command != nullptr) command->state = HostCommand::State::taken;
+  return command;
+}
+
+void HostQueue::put_command(HostCommand& command) noexcept {
+  command.state = HostCommand::State::free;
+  free_.push(command);
+}
+
+Result<void> HostQueue::submit(HostCommand& command, DataDirection direction, const iovec* iov,
+                               int iovcnt) noexcept {
+  assert(command.state == HostCommand::State::taken);
+  if (state_ != HostQueueState::connected || in_error_) {
+    put_command(command);
+    return Unexpected(Errc::bad_state, "queue not connected");
+  }
+  if (iovcnt < 0 || static_cast<uint32_t>(iovcnt) > kMaxIovecs ||
+      (direction != DataDirection::none && iovcnt == 0)) {
+    put_command(command);
+    return Unexpected(Errc::invalid_argument, "1 to 16 iovecs");
+  }
+  const uint32_t index = command.cid;
+  uint8_t* capsule = res_->capsules + size_t{index} * kCapsuleStride;
+  spec::Sqe& sqe = command.sqe;
+  sqe.cid = command.cid;
+  sqe.set_psdt(spec::psdt::sgl_mptr_contiguous);
+
+  verbs::Sge sges[kMaxSendSges];
+  sges[0] = verbs::Sge{reinterpret_cast<uint64_t>(capsule), sizeof(spec::Sqe), res_->capsule_lkey};
+  uint32_t sge_count = 1;
+
+  uint64_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  const uint32_t domain = res_->domain.index;
+  const memreg::MemoryMap& map = *res_->map;
+
+  if (direction == DataDirection::none) {
+    // No data: a keyed descriptor of length 0, as the Linux host sends.
+    sqe.sgl1 = spec::make_keyed_data_block(0, 0, 0, false);
+  } else if (direction == DataDirection::host_to_controller && total <= in_capsule_limit_ &&
+             static_cast<uint32_t>(iovcnt) + 1 <= res_->max_send_sges) {
+    // In-capsule data gathered straight from the caller's buffers.
+    for (int i = 0; i < iovcnt; ++i) {
+      memreg::Keys keys;
+      if (!map.translate(domain, iov[i].iov_base, iov[i].iov_len, &keys)) {
+        put_command(command);
+        return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
+      }
+      sges[sge_count++] = verbs::Sge{reinterpret_cast<uint64_t>(iov[i].iov_base),
+                                     static_cast<uint32_t>(iov[i].iov_len), keys.lkey};
+    }
+    sqe.sgl1 = spec::make_in_capsule_data_block(0, static_cast<uint32_t>(total));
+    ++in_capsule_writes_;
+  } else {
+    spec::SglDescriptor descriptors[kMaxIovecs];
+    for (int i = 0; i < iovcnt; ++i) {
+      memreg::Keys keys;
+      if (iov[i].iov_len > spec::sgl_keyed_length_max ||
+          !map.translate(domain, iov[i].iov_base, iov[i].iov_len, &keys)) {
+        put_command(command);
+        return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
+      }
+      descriptors[i] = spec::make_keyed_data_block(reinterpret_cast<uint64_t>(iov[i].iov_base),
+                                                   static_cast<uint32_t>(iov[i].iov_len),
+                                                   keys.rkey, false);
+    }
+    if (iovcnt == 1) {
+      sqe.sgl1 = descriptors[0];
+    } else {
+      const uint32_t list_bytes = static_cast<uint32_t>(iovcnt) * spec::sgl_descriptor_size;
+      sqe.sgl1 = spec::make_last_segment(0, list_bytes);
+      std::memcpy(capsule + sizeof(spec::Sqe), descriptors, list_bytes);
+      sges[0].length += list_bytes;
+    }
+  }
+  std::memcpy(capsule, &sqe, sizeof(spec::Sqe));
+
+  verbs::SendWr wr;
+  wr.wr_id = index;
+  wr.opcode = verbs::WrOpcode::send;
+  wr.flags = verbs::kWrSignaled;
+  wr.sg_list = sges;
+  wr.num_sge = sge_count;
+  auto posted = res_->qp->post_send(wr);
+  if (!posted) {
+    put_command(command);
+    return Unexpected(posted.error());
+  }
+  ++send_wrs_posted_;
+  ++outstanding_;
+  command.state = HostCommand::State::posted;
+  command.response_arrived = false;
+  command.send_completed = false;
+  doorbell_due_ = true;
+  return {};
+}
+
+void HostQueue::finish(HostCommand& command, uint32_t* callbacks) noexcept {
+  // The slot is free before the callback runs, so the callback may reuse it at once (a
+  // benchmark that resubmits from its callback never sees a false busy).
+  const spec::Cqe cqe = command.cqe;
+  --outstanding_;
+  command.state = HostCommand::State::free;
+  free_.push(command);
+  ++*callbacks;
+  if (command.callback != nullptr) {
+    command.callback(command, cqe);
+  } else if (command.status_fn != nullptr) {
+    command.status_fn(command.cb_ctx, cqe.decoded_status());
+  }
+}
+
+void HostQueue::handle_completion(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept {
+  if ((wc.wr_id & kRecvTag) != 0) {
+    --recv_wrs_posted_;
+    const uint32_t index = static_cast<uint32_t>(wc.wr_id & 0xFFFFFFFFu);
+    if (wc.status != verbs::WcStatus::success) {
+      if (wc.status != verbs::WcStatus::wr_flush_error) {
+        NVMF_ERRLOG(rdma_host, "queue %u: receive failed: %s", opts_.qid,
+                    verbs::wc_status_name(wc.status));
+        enter_error("receive failed");
+      }
+      return;
+    }
+    const spec::Cqe cqe = res_->responses[index];
+    if (!in_error_) post_receive(index);
+    if (wc.byte_len < sizeof(spec::Cqe)) {
+      NVMF_ERRLOG(rdma_host, "queue %u: response of %u bytes (a CQE is 16)", opts_.qid,
+                  wc.byte_len);
+      enter_error("short response");
+      return;
+    }
+    if (cqe.cid >= entries_ || res_->commands[cqe.cid].state != HostCommand::State::posted ||
+        res_->commands[cqe.cid].response_arrived) {
+      NVMF_ERRLOG(rdma_host, "queue %u: response for CID %u, which is not outstanding",
+                  opts_.qid, cqe.cid);
+      enter_error("response for a command not outstanding");
+      return;
+    }
+    HostCommand& command = res_->commands[cqe.cid];
+    command.cqe = cqe;
+    command.response_arrived = true;
+    if (command.send_completed) finish(command, callbacks);
+    return;
+  }
+
+  --send_wrs_posted_;
+  if (wc.wr_id >= res_->commands.size()) return;
+  HostCommand& command = res_->commands[wc.wr_id];
+  if (wc.status != verbs::WcStatus::success && wc.status != verbs::WcStatus::wr_flush_error) {
+    NVMF_ERRLOG(rdma_host, "queue %u: send of CID %u failed: %s (vendor error %u)", opts_.qid,
+                command.cid, verbs::wc_status_name(wc.status), wc.vendor_error);
+    enter_error("send failed");
+  }
+  if (command.state != HostCommand::State::posted) return;
+  command.send_completed = true;
+  // A response may have arrived before the SEND's completion reported a flush: the target
+  // did execute the command, so its answer stands.
+  if (command.response_arrived) finish(command, callbacks);
+}
+
+void HostQueue::enter_error(const char* why, bool requested) noexcept {
+  if (in_error_) return;
+  in_error_ = true;
+  if (state_ == HostQueueState::connected && requested) {
+    NVMF_INFOLOG(rdma_host, "queue %u to %s:%u: %s; %u commands outstanding", opts_.qid,
+                 opts_.address.c_str(), opts_.port, why, outstanding_);
+  } else if (state_ == HostQueueState::connected) {
+    NVMF_ERRLOG(rdma_host, "queue %u to %s:%u: %s; %u commands outstanding", opts_.qid,
+                opts_.address.c_str(), opts_.port, why, outstanding_);
+  }
+  if (res_->qp != nullptr) (void)res_->qp->move_to_error();
+  if (res_->id != nullptr) (void)res_->id->disconnect();
+}
+
+void HostQueue::abort_outstanding(uint32_t* callbacks) noexcept {
+  for (HostCommand& command : res_->commands) {
+    if (command.state != HostCommand::State::posted) continue;
+    if (!command.response_arrived) command.cqe = make_aborted_cqe(command, opts_.qid);
+    finish(command, callbacks);
+  }
+}
+
+int HostQueue::poll(uint32_t max_completions) noexcept {
+  if (state_ != HostQueueState::connected) return 0;
+  if (doorbell_due_) {
+    doorbell_due_ = false;
+    if (!res_->qp->flush()) enter_error("doorbell failed");
+  }
+  if (--cm_poll_countdown_ == 0) {
+    cm_poll_countdown_ = kCmPollInterval;
+    verbs::CmEvent event;
+    while (res_->channel->poll_event(&event)) handle_cm_event(event);
+  }
+  uint32_t callbacks = 0;
+  verbs::WorkCompletion wcs[kCqBatch];
+  for (;;) {
+    uint32_t want = kCqBatch;
+    if (max_completions != 0) {
+      if (callbacks >= max_completions) break;
+      want = std::min(want, max_completions - callbacks);
+    }
+    const int reaped = res_->cq->poll(std::span(wcs, want));
+    for (int i = 0; i < reaped; ++i) handle_completion(wcs[i], &callbacks);
+    if (static_cast<uint32_t>(reaped) < want) break;
+  }
+  if (doorbell_due_ && !in_error_) {
+    doorbell_due_ = false;
+    if (!res_->qp->flush()) enter_error("doorbell failed");
+  }
+  if (in_error_ && send_wrs_posted_ == 0 && recv_wrs_posted_ == 0) {
+    // Every WR is back from the HCA: no buffer is in use, the rest can be aborted.
+    abort_outstanding(&callbacks);
+    state_ = HostQueueState::disconnected;
+  }
+  return static_cast<int>(callbacks);
+}
+
+void HostQueue::disconnect() noexcept {
+  if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
+    fail(Errc::disconnected, "disconnected while connecting");
+    return;
+  }
+  if (state_ != HostQueueState::connected) return;
+  enter_error("disconnect requested", true);
+  const uint64_t deadline = monotonic_.now_ns() + kDrainTimeoutNs;
+  while (state_ == HostQueueState::connected) {
+    (void)poll();
+    if (state_ == HostQueueState::connected && monotonic_.now_ns() >= deadline) {
+      NVMF_WARNLOG(rdma_host, "queue %u: the HCA did not return %u send and %u receive WRs",
+                   opts_.qid, send_wrs_posted_, recv_wrs_posted_);
+      uint32_t callbacks = 0;
+      abort_outstanding(&callbacks);
+      state_ = HostQueueState::disconnected;
+    }
+  }
+}
+
+}  // namespace nvmf::transport_rdma

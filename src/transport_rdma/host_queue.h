@@ -1,0 +1,199 @@
+// The host side of the NVMe/RDMA binding: one NVMe queue (admin or I/O) over one RC queue pair.
+//
+// A HostQueue connects through rdma_cm (REQ private data {RECFMT, QID, HRQSIZE, HSQSIZE,
+// CNTLID}, the accept's CRQSIZE bounds the depth), owns the command capsules and response
+// buffers (carved from the host's memreg::MemoryMap, so one registration covers them), and
+// runs each command as a small state machine:
+//
+//   free -> posted (SEND queued) -> { response arrived, SEND completed } -> callback -> free
+//
+// A command completes only once both its response and its SEND completion are in: until the
+// SEND completes the HCA may still read (and retransmit) the capsule. Data travels in the
+// capsule (a write that fits the target's in-capsule size, gathered from the caller's buffer
+// as a second SGE: no copy), or through keyed SGL descriptors the target reaches by RDMA
+// (one in the SQE, or up to 16 in a Last Segment list carried in the capsule).
+//
+// Threads: a queue belongs to the thread that created it; nothing locks, allocates or throws
+// after connect. WRs queued by submit() reach the HCA at the next poll() (one doorbell per
+// poll, like SPDK's delay_cmd_submit): a burst of submissions costs one doorbell.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/intrusive_list.h"
+#include "common/result.h"
+#include "memreg/memory_map.h"
+#include "spec/nvme.h"
+#include "spec/sgl.h"
+#include "verbs/verbs.h"
+
+namespace nvmf::transport_rdma {
+
+// One PD per RDMA device, shared by every queue of a host and attached to its memory map, so
+// DMA memory is registered once per device. Thread-safe (a mutex; setup path only).
+class HostDomains {
+ public:
+  explicit HostDomains(memreg::MemoryMap& map) : map_(map) {}
+  ~HostDomains();
+  HostDomains(const HostDomains&) = delete;
+  HostDomains& operator=(const HostDomains&) = delete;
+
+  struct Domain {
+    verbs::ProtectionDomain* pd = nullptr;
+    uint32_t index = 0;  // the memory map's domain index
+  };
+  Result<Domain> get(verbs::Device& device) noexcept;
+  memreg::MemoryMap& map() noexcept { return map_; }
+
+ private:
+  struct Entry {
+    verbs::Device* device = nullptr;
+    std::unique_ptr<verbs::ProtectionDomain> pd;
+    uint32_t index = 0;
+  };
+  memreg::MemoryMap& map_;
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+enum class HostQueueState : uint8_t {
+  resolving,     // CM resolve() sent, waiting for route_resolved
+  connecting,    // CM connect() sent, waiting for established
+  connected,
+  failed,        // the connection never came up (see failure())
+  disconnected,  // was connected; every command has completed
+};
+const char* host_queue_state_name(HostQueueState state) noexcept;
+
+struct HostQueueOpts {
+  std::string address;
+  uint16_t port = 4420;
+  uint16_t qid = 0;
+  uint16_t entries = 32;     // queue entries asked for (HSQSIZE + 1); depth = entries - 1
+  uint16_t cntlid = 0xFFFF;  // I/O queues: the controller's CNTLID (CM REQ private data)
+  uint32_t connect_timeout_ms = 5000;
+  const Clock* clock = nullptr;  // nullptr = monotonic
+};
+
+// Why a connection did not come up.
+struct HostQueueFailure {
+  Errc code = Errc::ok;
+  uint16_t reject_status = 0;  // NVMe/RDMA CM REJ STS when the target rejected (0 = none)
+  const char* reason = "";     // static text for the log and the caller's message
+};
+
+enum class DataDirection : uint8_t { none, host_to_controller, controller_to_host };
+
+struct HostCommand;
+using HostCommandCallback = void (*)(HostCommand& command, const spec::Cqe& cqe);
+
+// One command slot. The owner fills `sqe` (except CID and the SGL, which submit() sets) and
+// the callback fields between get_command() and submit().
+struct HostCommand {
+  enum class State : uint8_t { free, taken, posted, done };
+
+  spec::Sqe sqe{};
+  // Completion: `callback` with the whole CQE when set, else `status_fn(cb_ctx, status)`.
+  HostCommandCallback callback = nullptr;
+  void (*status_fn)(void* ctx, const spec::Status& status) = nullptr;
+  void* cb_ctx = nullptr;
+  void* owner = nullptr;  // the owner's back pointer (e.g. its qpair), for `callback`
+
+  // Owned by the queue.
+  State state = State::free;
+  bool response_arrived = false;
+  bool send_completed = false;
+  uint16_t cid = 0;
+  spec::Cqe cqe{};
+  StackNode link;
+};
+
+class HostQueue {
+ public:
+  // Starts connecting (resolve); drive it with progress_connect() until connected or failed.
+  static Result<std::unique_ptr<HostQueue>> create(verbs::Provider& provider,
+                                                   HostDomains& domains,
+                                                   const HostQueueOpts& opts) noexcept;
+  ~HostQueue();
+  HostQueue(const HostQueue&) = delete;
+  HostQueue& operator=(const HostQueue&) = delete;
+
+  // Connection set-up: handles CM events and timeouts; returns the state.
+  HostQueueState progress_connect() noexcept;
+  HostQueueState state() const noexcept { return state_; }
+  const HostQueueFailure& failure() const noexcept { return failure_; }
+
+  uint16_t qid() const noexcept { return opts_.qid; }
+  uint16_t entries() const noexcept { return entries_; }   // negotiated (min of ours, CRQSIZE)
+  uint32_t depth() const noexcept { return depth_; }       // commands at once: entries - 1
+  uint32_t outstanding() const noexcept { return outstanding_; }
+
+  // Writes up to this many bytes go in the capsule (0 = never). The owner sets it from the
+  // controller's IOCCSZ; it is also bounded by the SGEs the QP was granted.
+  void set_in_capsule_limit(uint32_t bytes) noexcept { in_capsule_limit_ = bytes; }
+
+  // A free command slot, or nullptr when `depth()` are outstanding (the caller says busy).
+  HostCommand* get_command() noexcept;
+  // Returns a slot taken by get_command() that will not be submitted.
+  void put_command(HostCommand& command) noexcept;
+  // Describes the data (buffers must come from the memory map), sets CID and SGL, queues the
+  // SEND. invalid_argument: a buffer outside registered memory, more than 16 iovecs;
+  // bad_state: not connected. On error the slot returns to the free list.
+  Result<void> submit(HostCommand& command, DataDirection direction, const iovec* iov,
+                      int iovcnt) noexcept;
+
+  // Rings the doorbell for queued WRs, reaps completions and runs callbacks (at most
+  // `max_completions`, 0 = no limit). Returns callbacks run.
+  int poll(uint32_t max_completions = 0) noexcept;
+
+  // Disconnects: the QP goes to error, every WR flushes, every outstanding command's callback
+  // runs once with Command Aborted due to SQ Deletion. Idempotent. Waits (polling) at most
+  // a few seconds for the HCA to return the WRs.
+  void disconnect() noexcept;
+
+  // Statistics.
+  uint64_t in_capsule_writes() const noexcept { return in_capsule_writes_; }
+
+ private:
+  struct Resources;
+  HostQueue(verbs::Provider& provider, HostDomains& domains, const HostQueueOpts& opts);
+  Result<void> start() noexcept;
+  Result<void> create_resources() noexcept;
+  void fail(Errc code, const char* reason, uint16_t reject_status = 0) noexcept;
+  void handle_cm_event(const verbs::CmEvent& event) noexcept;
+  void handle_completion(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept;
+  void finish(HostCommand& command, uint32_t* callbacks) noexcept;
+  void enter_error(const char* why, bool requested = false) noexcept;
+  void abort_outstanding(uint32_t* callbacks) noexcept;
+  void post_receive(uint32_t index) noexcept;
+
+  verbs::Provider& provider_;
+  HostDomains& domains_;
+  HostQueueOpts opts_;
+  MonotonicClock monotonic_;
+  const Clock* clock_;
+  HostQueueState state_ = HostQueueState::resolving;
+  HostQueueFailure failure_;
+  uint64_t deadline_ns_ = 0;
+  uint16_t entries_ = 0;
+  uint32_t depth_ = 0;
+  uint32_t outstanding_ = 0;
+  uint32_t in_capsule_limit_ = 0;
+  uint32_t send_wrs_posted_ = 0;  // SEND WRs not yet completed (signaled, so each completes)
+  uint32_t recv_wrs_posted_ = 0;
+  bool in_error_ = false;
+  bool doorbell_due_ = false;
+  uint32_t cm_poll_countdown_ = 0;
+  uint64_t in_capsule_writes_ = 0;
+  std::unique_ptr<Resources> res_;
+  IntrusiveStack<HostCommand, &HostCommand::link> free_;
+};
+
+}  // namespace nvmf::transport_rdma
