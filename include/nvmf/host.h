@@ -96,7 +96,8 @@ struct ControllerOpts {
   uint32_t keep_alive_timeout_ms = 10000;  // KATO; Keep Alive sent every KATO/2; 0 = none
   uint32_t in_capsule_data_bytes = 4096;   // writes up to min(this, target's IOCCSZ - 64)
                                            // travel in the command capsule; 0 = never
-  MemregPolicy memreg = MemregPolicy::global;
+  MemregPolicy memreg = MemregPolicy::global;  // only `global` so far: connect() refuses
+                                               // the others (not_supported) until issue 6
   uint32_t reconnect_delay_ms = 10000;        // kernel's default (issue 6: error recovery)
   uint32_t ctrl_loss_timeout_ms = 600000;     // kernel's default
   uint32_t connect_timeout_ms = 5000;         // CM resolve + connect + Fabrics Connect
@@ -225,7 +226,9 @@ class Controller {
   Namespace* ns(uint32_t nsid) noexcept;  // nullptr when not active
 
   // Connects one more I/O queue (QID 1, 2, ...) owned by the calling thread. busy when the
-  // controller's granted I/O queues are all in use.
+  // controller's granted I/O queues are all in use. May run on any thread, concurrently with
+  // the admin thread's process_admin_completions() and with other threads' alloc_io_qpair()
+  // and IoQpair destruction (a mutex guards the queue registry); not with disconnect().
   Result<std::unique_ptr<IoQpair>> alloc_io_qpair(const IoQpairOpts& opts = {},
                                                   std::string* message = nullptr);
 

@@ -16,7 +16,7 @@ struct MallocBdevOpts {
   uint64_t block_count = 131072;    // 64 MiB of 512-byte blocks
   Uuid uuid{};                      // all zero: generated at creation
   uint32_t queue_depth_max = 128;   // per channel, 1..4096; 128 = a typical NVMe-oF queue
-  const Clock* clock = &MonotonicClock::instance();  // latency statistics
+  const Clock* clock = &TscClock::instance();  // latency statistics
 };
 
 // Errors: invalid_argument (the detail names the field), no_memory (the mapping failed: lower

@@ -23,7 +23,7 @@ struct NullBdevOpts {
   uint64_t completion_delay_ns = 0;
   bool zero_read_buffers = false;               // true: reads fill iov with zeroes (costs a memset)
   IoTypeMask supported_io_types = kAllIoTypes;  // fewer, to test callers of weaker devices
-  const Clock* clock = &MonotonicClock::instance();  // delays and latency; tests use FakeClock
+  const Clock* clock = &TscClock::instance();  // delays and latency; tests use FakeClock
 };
 
 // Errors: invalid_argument (the detail names the field; the log says why), no_memory.

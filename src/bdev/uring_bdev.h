@@ -40,7 +40,7 @@ struct UringBdevOpts {
   bool interrupt_fd_enabled = true;
   Uuid uuid{};                                       // all zero: generated at creation
   uint32_t queue_depth_max = 128;                    // per channel (the ring's size), 1..4096
-  const Clock* clock = &MonotonicClock::instance();  // latency statistics
+  const Clock* clock = &TscClock::instance();  // latency statistics
 };
 
 // Errors: invalid_argument (detail names the field), not_found (no such path and not

@@ -27,6 +27,9 @@ class MonotonicClock final : public Clock {
 class TscClock final : public Clock {
  public:
   TscClock() noexcept;
+  // One process-wide instance, calibrated at first use (10 ms): the default clock of
+  // reactors and bdevs, read on every reactor iteration and twice per I/O.
+  static TscClock& instance() noexcept;
   uint64_t now_ns() const noexcept override;
   bool using_tsc() const noexcept { return use_tsc_; }
   uint64_t ticks_per_second() const noexcept { return ticks_per_second_; }
@@ -35,6 +38,7 @@ class TscClock final : public Clock {
  private:
   bool use_tsc_ = false;
   uint64_t ticks_per_second_ = 0;
+  uint64_t ns_per_tick_q32_ = 0;  // nanoseconds per tick, 32.32 fixed point
   uint64_t base_ticks_ = 0;
   uint64_t base_ns_ = 0;
 };

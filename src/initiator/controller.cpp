@@ -106,6 +106,12 @@ Result<std::unique_ptr<Controller::Impl>> start_controller(Host::Impl& host,
     ctrl->identity.hostnqn = opts.hostnqn;
     ctrl->identity.hostid = opts.hostid;
   }
+  if (opts.memreg != MemregPolicy::global) {
+    // The per-I/O window policies come with issue 6; refusing beats silently using `global`.
+    set_message(message, std::string("memreg policy '") + memreg_policy_name(opts.memreg) +
+                             "' is not implemented yet; only 'global' is");
+    return Unexpected(Errc::not_supported, "memreg policy not implemented");
+  }
   if (ctrl->identity.hostnqn.size() > spec::nqn_length_max) {
     set_message(message, "host NQN longer than 223 bytes");
     return Unexpected(Errc::invalid_argument, "host NQN too long");
@@ -661,10 +667,7 @@ ControllerStats Controller::stats() const noexcept {
   std::lock_guard<std::mutex> lock(impl_->registry->mutex);  // io_qpairs_allocated
   return impl_->stats;
 }
-bool Controller::connected() const noexcept {
-  return impl_->connected && impl_->admin &&
-         impl_->admin->state() == HostQueueState::connected;
-}
+bool Controller::connected() const noexcept { return impl_->connected.load(); }
 const std::vector<uint32_t>& Controller::active_namespaces() const noexcept {
   return impl_->active;
 }

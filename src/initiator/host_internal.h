@@ -62,7 +62,8 @@ struct Controller::Impl {
   ControllerOpts opts;
   HostIdentity identity;
   bool discovery = false;
-  bool connected = false;
+  // Written by the admin thread, read by threads allocating I/O qpairs.
+  std::atomic<bool> connected{false};
   ControllerData data;
   ControllerStats stats;
   std::unique_ptr<transport_rdma::HostQueue> admin;

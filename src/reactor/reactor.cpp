@@ -63,7 +63,7 @@ Timer::~Timer() {
 
 Reactor::Reactor(const ReactorOpts& opts)
     : opts_(opts),
-      clock_(opts.clock != nullptr ? opts.clock : &MonotonicClock::instance()),
+      clock_(opts.clock != nullptr ? opts.clock : &TscClock::instance()),
       messages_(opts.message_ring_size) {}
 
 Result<std::unique_ptr<Reactor>> Reactor::create(const ReactorOpts& opts) noexcept {

@@ -101,7 +101,8 @@ struct ReactorOpts {
   // Adaptive mode: how long the reactor stays idle before it sleeps. 1 ms keeps a busy
   // reactor polling between bursts yet lets an idle one sleep within a millisecond.
   uint64_t adaptive_idle_ns = 1000 * 1000;
-  // Time source for timers and statistics; nullptr = MonotonicClock. Tests pass a FakeClock.
+  // Time source for timers and statistics; nullptr = TscClock::instance() (CLOCK_MONOTONIC
+  // when the CPU has no invariant TSC). Tests pass a FakeClock.
   const Clock* clock = nullptr;
 };
 

@@ -44,6 +44,7 @@ void refuse_active(SimCmId& active, int status, const void* data, uint8_t sent,
                    uint8_t reported) noexcept {
   Fabric& fabric = active.channel.fabric();
   fabric.waiting.erase(&active);
+  fabric.note_waiting();
   active.state = SimCmId::State::rejected;
   active.remote = nullptr;
   CmEvent event = make_event(CmEventType::rejected, &active, status);
@@ -92,19 +93,28 @@ std::unique_ptr<CmId> SimCmChannel::adopt(CmId* id) noexcept {
 }
 
 bool SimCmChannel::poll_event(CmEvent* event) noexcept {
+  // Nothing queued, no CM timeout pending and no QP work: no lock (a target's acceptor polls
+  // its channel on every reactor iteration).
+  if (!has_events_.load(std::memory_order_acquire) && !fabric_->cm_waiting() && fabric_->idle()) {
+    return false;
+  }
   std::lock_guard lock(fabric_->mu);
   fabric_->cm_progress();
   fabric_->progress();
   if (events_.empty()) return false;
   *event = events_.front();
   events_.pop_front();
-  if (events_.empty()) drain_event_fd(event_fd_);
+  if (events_.empty()) {
+    has_events_.store(false, std::memory_order_release);
+    drain_event_fd(event_fd_);
+  }
   return true;
 }
 
 void SimCmChannel::push(const CmEvent& event) noexcept {
   const bool was_empty = events_.empty();
   events_.push_back(event);  // CM path: may allocate
+  has_events_.store(true, std::memory_order_release);
   if (was_empty) signal_event_fd(event_fd_);
 }
 
@@ -116,7 +126,10 @@ void SimCmChannel::remove_events_about(const SimCmId* id) noexcept {
       ++it;
     }
   }
-  if (events_.empty()) drain_event_fd(event_fd_);
+  if (events_.empty()) {
+    has_events_.store(false, std::memory_order_release);
+    drain_event_fd(event_fd_);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -142,6 +155,7 @@ void Fabric::cm_progress() noexcept {
   }
   for (SimCmId* id : expired) {
     waiting.erase(id);
+    note_waiting();
     id->time_out();
   }
 }
@@ -185,9 +199,11 @@ void SimCmId::close() noexcept {
       break;
     case State::resolving:
       fabric.waiting.erase(this);
+      fabric.note_waiting();
       break;
     case State::connecting:
       fabric.waiting.erase(this);
+      fabric.note_waiting();
       if (remote != nullptr) remote->remote = nullptr;
       break;
     case State::request_received:
@@ -263,6 +279,7 @@ Result<void> SimCmId::resolve(const std::string& target_address, uint16_t target
     const uint64_t timeout_ns = static_cast<uint64_t>(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
     deadline_ns = fabric.now_ns() + timeout_ns;
     fabric.waiting.insert(this);
+    fabric.note_waiting();
     return {};
   }
   state = State::route_resolved;
@@ -346,6 +363,7 @@ Result<void> SimCmId::connect(const ConnectParams& connect_params) noexcept {
   state = State::connecting;
   deadline_ns = fabric.now_ns() + fabric.opts.cm_connect_timeout_ms * 1000000;
   fabric.waiting.insert(this);
+  fabric.note_waiting();
   if (mode == RefuseMode::no_answer) return {};  // the REQ is lost: time out
 
   // The REQ reaches the listener: a new id in the listener's channel, owned by it until adopt().
@@ -389,6 +407,7 @@ Result<void> SimCmId::accept(const ConnectParams& accept_params) noexcept {
     return Unexpected(Errc::disconnected, "accept: the active side gave up (timeout or destroyed)");
   }
   fabric.waiting.erase(active);
+  fabric.note_waiting();
   params = accept_params;
   params.private_data = nullptr;
   active->qp_->connect_to(qp_.get(), active->params);

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/spin_lock.h"
+
 #include "common/intrusive_list.h"
 #include "common/log.h"
 #include "verbs/sim/sim.h"
@@ -376,6 +378,7 @@ class SimCmChannel final : public CmChannel {
   SimDevice& device_;
   const int event_fd_;
   std::deque<CmEvent> events_;  // [L]
+  std::atomic<bool> has_events_{false};  // !events_.empty(), readable without the lock
 };
 
 class SimCmId final : public CmId {
@@ -434,7 +437,9 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   explicit Fabric(const SimOpts& opts);
   ~Fabric();
 
-  std::mutex mu;
+  // Host and target threads poll the same fabric all the time: a spin lock, not a mutex that
+  // parks the loser in the kernel (see common/spin_lock.h).
+  SpinLock mu;
   const SimOpts opts;
   const Clock& clock;
   Rng rng;                                          // [L]
@@ -454,6 +459,11 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   // No QP has pending work (read without the lock: a poll of an empty CQ on an idle fabric
   // returns at once instead of contending for the lock with the other side's thread).
   bool idle() const noexcept { return idle_.load(std::memory_order_acquire); }
+  // Some CM id waits for a timeout (read without the lock, like idle()).
+  bool cm_waiting() const noexcept { return cm_waiting_.load(std::memory_order_acquire); }
+  void note_waiting() noexcept {  // [L] after every change of `waiting`
+    cm_waiting_.store(!waiting.empty(), std::memory_order_release);
+  }
   void deactivate(SimQp& qp) noexcept {
     if (qp.active_node.linked()) active_.remove(qp);
   }
@@ -478,6 +488,7 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
  private:
   IntrusiveList<SimQp, &SimQp::active_node> active_;
   std::atomic<bool> idle_{true};  // written [L]: active_.empty()
+  std::atomic<bool> cm_waiting_{false};  // written [L]: !waiting.empty()
   uint64_t generation_ = 0;
   uint32_t next_qp_num_ = 0x11;  // small numbers are special QPs on real HCAs
   uint32_t next_port_ = 49152;   // the IANA ephemeral range

@@ -1,0 +1,124 @@
+// What nvmf_perf writes: the --json document (keys exact, in order, as scripts read them), the
+// progress line and the table.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "report.h"
+
+namespace nvmf::perf {
+namespace {
+
+Summary sample() {
+  Summary summary;
+  summary.total.label = "Total";
+  summary.total.ios = 200000;
+  summary.total.bytes = 200000ull * 4096;
+  summary.total.errors = 0;
+  summary.total.verify_failures = 0;
+  summary.total.elapsed_s = 3.0;
+  summary.total.latency = {12.5, 3.25, 900.0, 10.0, 40.0, 80.0, 120.0};
+  summary.reconnects = 1;
+  summary.busy_retries = 7;
+  return summary;
+}
+
+std::vector<std::string> keys(const nlohmann::ordered_json& object) {
+  std::vector<std::string> names;
+  for (auto it = object.begin(); it != object.end(); ++it) names.push_back(it.key());
+  return names;
+}
+
+TEST(PerfReport, JsonKeysAreExact) {
+  const nlohmann::ordered_json json = summary_json(sample());
+  const std::vector<std::string> expected = {"iops",   "mibps",      "lat_us",
+                                             "ios",    "errors",     "reconnects",
+                                             "verify_failures", "busy_retries"};
+  EXPECT_EQ(keys(json), expected);
+  const std::vector<std::string> latency = {"avg", "min", "max", "p50", "p99", "p999", "p9999"};
+  EXPECT_EQ(keys(json["lat_us"]), latency);
+}
+
+TEST(PerfReport, JsonValues) {
+  // Round trip through text, as a script reads the file.
+  const auto json = nlohmann::json::parse(summary_json(sample()).dump());
+  // Two decimals, as the table prints them: 200000 / 3 s, and that x 4096 / 2^20.
+  EXPECT_DOUBLE_EQ(json["iops"].get<double>(), 66666.67);
+  EXPECT_DOUBLE_EQ(json["mibps"].get<double>(), 260.42);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["avg"].get<double>(), 12.5);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["min"].get<double>(), 3.25);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["max"].get<double>(), 900.0);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["p50"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["p99"].get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["p999"].get<double>(), 80.0);
+  EXPECT_DOUBLE_EQ(json["lat_us"]["p9999"].get<double>(), 120.0);
+  EXPECT_EQ(json["ios"].get<uint64_t>(), 200000u);
+  EXPECT_EQ(json["errors"].get<uint64_t>(), 0u);
+  EXPECT_EQ(json["reconnects"].get<uint64_t>(), 1u);
+  EXPECT_EQ(json["verify_failures"].get<uint64_t>(), 0u);
+  EXPECT_EQ(json["busy_retries"].get<uint64_t>(), 7u);
+  EXPECT_TRUE(json["ios"].is_number_unsigned());
+}
+
+TEST(PerfReport, MoreKeysGoAfterTheFixedOnes) {
+  nlohmann::ordered_json json = summary_json(sample());
+  json["config"] = {{"workload", "randrw"}};
+  EXPECT_EQ(keys(json).front(), "iops");
+  EXPECT_EQ(keys(json).back(), "config");
+}
+
+TEST(PerfReport, EmptyRunIsZeroNotNan) {
+  Summary empty;
+  const nlohmann::ordered_json json = summary_json(empty);
+  EXPECT_EQ(json["iops"].get<double>(), 0.0);
+  EXPECT_EQ(json["mibps"].get<double>(), 0.0);
+  EXPECT_EQ(summarize_latency(LatencyHistogram()).p99, 0.0);
+}
+
+TEST(PerfReport, LatencySummaryIsInMicroseconds) {
+  LatencyHistogram histogram;
+  for (uint64_t ns = 1000; ns <= 100000; ns += 1000) histogram.record(ns);  // 1..100 us
+  const LatencySummaryUs summary = summarize_latency(histogram);
+  EXPECT_DOUBLE_EQ(summary.min, 1.0);
+  EXPECT_DOUBLE_EQ(summary.max, 100.0);
+  EXPECT_DOUBLE_EQ(summary.avg, 50.5);
+  EXPECT_NEAR(summary.p50, 50.0, 50.0 / 64);
+  EXPECT_NEAR(summary.p99, 99.0, 99.0 / 64);
+  EXPECT_DOUBLE_EQ(summary.p9999, 100.0);
+}
+
+TEST(PerfReport, ProgressLine) {
+  EXPECT_EQ(progress_line(3, 123456, 123456ull * 4096, 0, 1.0),
+            "[  3 s] 123456 IOPS  482.25 MiB/s  errors 0");
+  EXPECT_EQ(progress_line(12, 3000, 3000ull * 4096, 5, 2.0),
+            "[ 12 s] 1500 IOPS  5.86 MiB/s  errors 5");
+}
+
+TEST(PerfReport, TableHasRowsTotalAndCounters) {
+  ResultRow row;
+  row.label = "worker 0 nsid 1";
+  row.ios = 100;
+  row.bytes = 409600;
+  row.elapsed_s = 1.0;
+  const std::string table = format_table({row}, sample());
+  EXPECT_NE(table.find("worker 0 nsid 1"), std::string::npos);
+  EXPECT_NE(table.find("Total"), std::string::npos);
+  EXPECT_NE(table.find("p99.99 us"), std::string::npos);
+  EXPECT_NE(table.find("66666.67"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 reconnects"), std::string::npos) << table;
+  EXPECT_NE(table.find("7 busy retries"), std::string::npos) << table;
+}
+
+TEST(PerfReport, ExitStatus) {
+  Summary summary = sample();
+  EXPECT_EQ(summary_exit_status(summary), 0);
+  summary.total.errors = 1;
+  EXPECT_EQ(summary_exit_status(summary), 1);
+  summary.total.errors = 0;
+  summary.total.verify_failures = 1;
+  EXPECT_EQ(summary_exit_status(summary), 1);
+}
+
+}  // namespace
+}  // namespace nvmf::perf

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Instructions per I/O of the full stack, split into host side, target side and the simulated
+# HCA, measured with callgrind on tests/bench/host_stack_bench (one core, 4 KiB random reads,
+# QD128, null bdev). Only the benchmark's timed loop is collected.
+#
+#   tools/bench/callgrind-per-io.sh [build-dir]     (default: build-release)
+#
+# Attribution: every call from outside the sim into a function of nvmf::verbs::sim is "sim";
+# the rest of IoQpair::process_completions (which runs the callbacks that resubmit) is "host";
+# the rest of Reactor::poll_once is "target" (transport, target core, bdev, reactor).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build="${1:-build-release}"
+bench="$build/tests/bench/host_stack_bench"
+[[ -x "$bench" ]] || { echo "build $bench first (ninja -C $build host_stack_bench)" >&2; exit 2; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$work/cg.out" \
+  "$bench" --benchmark_min_time=0.3 >"$work/stdout" 2>"$work/stderr"
+ios=$(awk '/^measured_ios/ {sum += $2} END {print sum + 0}' "$work/stdout")
+
+python3 - "$work/cg.out" "$ios" <<'PY'
+import re, sys
+
+path, ios = sys.argv[1], int(sys.argv[2])
+names = {}          # "(id)" -> name, for callgrind's name compression
+def name_of(token):
+    m = re.match(r"\((\d+)\)(?: (.*))?", token)
+    if not m:
+        return token
+    if m.group(2):
+        names[m.group(1)] = m.group(2)
+    return names.get(m.group(1), token)
+
+self_cost = {}      # fn -> self instructions
+calls = {}          # (caller, callee) -> inclusive instructions of those calls
+fn = None
+callee = None
+expect_call_cost = False
+with open(path) as f:
+    for line in f:
+        line = line.rstrip("\n")
+        if line.startswith("fn="):
+            fn = name_of(line[3:])
+            continue
+        if line.startswith("cfn="):
+            callee = name_of(line[4:])
+            continue
+        if line.startswith("calls="):
+            expect_call_cost = True
+            continue
+        if line and (line[0].isdigit() or line[0] in "+-*"):
+            parts = line.split()
+            if len(parts) < 2:
+                continue
+            cost = int(parts[1])
+            if expect_call_cost:
+                calls[(fn, callee)] = calls.get((fn, callee), 0) + cost
+                expect_call_cost = False
+            else:
+                self_cost[fn] = self_cost.get(fn, 0) + cost
+
+def is_sim(name):
+    return "nvmf::verbs::sim::" in name
+
+total = sum(self_cost.values())
+sim_total = sum(c for (a, b), c in calls.items() if is_sim(b) and not is_sim(a))
+
+# Inclusive cost of a function = self + calls it makes.
+def inclusive(pattern):
+    return sum(v for k, v in self_cost.items() if re.search(pattern, k)) + \
+           sum(c for (a, b), c in calls.items() if re.search(pattern, a) and not re.search(pattern, b))
+
+# Sim calls made (directly or not) from each side: attribute each non-sim caller of a sim
+# function to host or target by what it is.
+def side_of(name):
+    if re.search(r"nvmf::host::|HostQueue|host_stack_bench|BM_|nvmf::\(anonymous namespace\)::(on_read|submit)", name):
+        return "host"
+    return "target"
+sim_by_side = {"host": 0, "target": 0}
+for (a, b), c in calls.items():
+    if is_sim(b) and not is_sim(a):
+        sim_by_side[side_of(a)] += c
+host_incl = inclusive(r"IoQpair::process_completions")
+target_incl = inclusive(r"Reactor::poll_once")
+if ios == 0:
+    print("no I/O measured"); sys.exit(1)
+print(f"I/Os measured: {ios}")
+print(f"total instructions per I/O:       {total / ios:8.0f}")
+print(f"host side (libnvmf_host) per I/O: {(host_incl - sim_by_side['host']) / ios:8.0f}")
+print(f"target side per I/O:              {(target_incl - sim_by_side['target']) / ios:8.0f}")
+print(f"simulated HCA per I/O:            {sim_total / ios:8.0f}  "
+      f"(host calls {sim_by_side['host'] / ios:.0f}, target calls {sim_by_side['target'] / ios:.0f})")
+top = sorted(self_cost.items(), key=lambda kv: -kv[1])[:15]
+print("top functions by own instructions per I/O:")
+for k, v in top:
+    print(f"  {v / ios:7.0f}  {k[:110]}")
+PY

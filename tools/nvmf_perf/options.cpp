@@ -1,0 +1,251 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+
+namespace nvmf::perf {
+
+namespace {
+
+constexpr const char* kWorkloadNames[] = {"read", "write", "randread", "randwrite", "rw", "randrw"};
+
+template <size_t N>
+bool is_one_of(const std::string& text, const char* const (&names)[N]) {
+  return std::any_of(std::begin(names), std::end(names),
+                     [&](const char* name) { return text == name; });
+}
+
+template <size_t N>
+std::string join(const char* const (&names)[N]) {
+  std::string joined;
+  for (size_t i = 0; i < N; ++i) {
+    if (i > 0) joined += i + 1 == N ? " or " : ", ";
+    joined += names[i];
+  }
+  return joined;
+}
+
+}  // namespace
+
+const char* workload_name(Workload workload) noexcept {
+  return kWorkloadNames[static_cast<size_t>(workload)];
+}
+
+bool workload_parse(std::string_view text, Workload* workload) noexcept {
+  for (size_t i = 0; i < std::size(kWorkloadNames); ++i) {
+    if (text == kWorkloadNames[i]) {
+      *workload = static_cast<Workload>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string check_options(const Options& options, Settings* settings) {
+  Settings s;
+  if (options.sim == !options.trid.empty()) {
+    return options.sim ? "-r and --sim exclude each other: give one target"
+                       : "no target: give -r TRID (e.g. -r 'trtype:RDMA traddr:10.0.0.1 "
+                         "trsvcid:4420 subnqn:nqn...') or --sim";
+  }
+  s.sim = options.sim;
+  s.trid = options.trid;
+
+  if (options.workload.empty()) return "-w is required: read, write, randread, randwrite, rw or randrw";
+  if (!workload_parse(options.workload, &s.workload)) {
+    return "-w: '" + options.workload + "' is not one of read, write, randread, randwrite, rw, randrw";
+  }
+  if (workload_mixed(s.workload)) {
+    if (options.read_percent > 100) {
+      return "-M: " + std::to_string(options.read_percent) + " is not a percentage (0..100)";
+    }
+    s.read_percent = options.read_percent;
+  } else {
+    if (options.read_percent_given) {
+      return "-M applies to -w rw and randrw only (-w " + options.workload + " is " +
+             (s.workload == Workload::read || s.workload == Workload::randread ? "all reads)"
+                                                                                : "all writes)");
+    }
+    s.read_percent = s.workload == Workload::read || s.workload == Workload::randread ? 100 : 0;
+  }
+
+  if (options.queue_depth < 1 || options.queue_depth >= kQueueEntriesMax) {
+    return "-q: " + std::to_string(options.queue_depth) + " is not within 1.." +
+           std::to_string(kQueueEntriesMax - 1);
+  }
+  s.queue_depth = options.queue_depth;
+  // A namespace's blocks are 512 bytes at the least (the smallest LBA format), so anything
+  // else can never be whole blocks; the real block size is checked after connecting.
+  if (options.io_size_bytes == 0 || options.io_size_bytes % 512 != 0) {
+    return "-o: " + std::to_string(options.io_size_bytes) +
+           " is not a positive multiple of the block size (512 or more)";
+  }
+  s.io_size_bytes = options.io_size_bytes;
+  if (options.time_s < 1) return "-t: the run must last at least 1 second";
+  s.time_s = options.time_s;
+  if (options.cores < 1 || options.cores > kCoresMax) {
+    return "-c: " + std::to_string(options.cores) + " is not within 1.." +
+           std::to_string(kCoresMax);
+  }
+  s.cores = options.cores;
+
+  if (options.ns_count_given && (options.ns_count < 1 || options.ns_count > kNamespacesMax)) {
+    return "--ns-count: " + std::to_string(options.ns_count) + " is not within 1.." +
+           std::to_string(kNamespacesMax);
+  }
+  s.ns_count = options.ns_count_given ? options.ns_count : (options.sim ? 1 : 0);
+
+  if (!options.sim) {
+    const char* sim_only = !options.sim_bdev.empty()               ? "--sim-bdev"
+                           : !options.sim_profile.empty()          ? "--sim-profile"
+                           : !options.sim_remote_invalidate.empty() ? "--sim-remote-invalidate"
+                           : options.sim_bdev_size_mib != 0        ? "--sim-bdev-size-mib"
+                                                                   : nullptr;
+    if (sim_only != nullptr) return std::string(sim_only) + " needs --sim";
+  } else {
+    if (options.sim_bdev.empty()) {
+      s.sim_bdev = options.verify ? SimBdevKind::malloc : SimBdevKind::null;
+    } else if (options.sim_bdev == "null") {
+      if (options.verify) {
+        return "--sim-bdev null cannot be used with --verify: the null bdev discards writes "
+               "and reads return no data (use --sim-bdev malloc)";
+      }
+      s.sim_bdev = SimBdevKind::null;
+    } else if (options.sim_bdev == "malloc") {
+      s.sim_bdev = SimBdevKind::malloc;
+    } else {
+      return "--sim-bdev: '" + options.sim_bdev + "' is not one of null, malloc";
+    }
+    s.sim_bdev_bytes = s.sim_bdev == SimBdevKind::null ? kSimNullBytesDefault
+                                                        : kSimMallocBytesDefault;
+    if (options.sim_bdev_size_mib != 0) {
+      // 2^24 MiB = 16 TiB: beyond, block counts of 512-byte blocks stop being plausible.
+      if (options.sim_bdev_size_mib > (uint64_t{1} << 24)) {
+        return "--sim-bdev-size-mib: " + std::to_string(options.sim_bdev_size_mib) +
+               " is above 16777216 (16 TiB)";
+      }
+      s.sim_bdev_bytes = options.sim_bdev_size_mib << 20;
+    }
+    if (s.sim_bdev_bytes < s.io_size_bytes) {
+      return "--sim-bdev-size-mib: a namespace of " + std::to_string(s.sim_bdev_bytes >> 20) +
+             " MiB is smaller than one I/O of -o " + std::to_string(s.io_size_bytes);
+    }
+    if (!options.sim_profile.empty()) {
+      if (!is_one_of(options.sim_profile, kSimProfileNames)) {
+        return "--sim-profile: '" + options.sim_profile + "' is not one of " +
+               join(kSimProfileNames);
+      }
+      s.sim_profile = options.sim_profile;
+    }
+    if (!options.sim_remote_invalidate.empty()) {
+      if (options.sim_remote_invalidate != "on" && options.sim_remote_invalidate != "off") {
+        return "--sim-remote-invalidate: '" + options.sim_remote_invalidate +
+               "' is not on or off";
+      }
+      s.sim_remote_invalidate = options.sim_remote_invalidate == "on";
+    }
+  }
+
+  if (!is_one_of(options.memreg, kMemregNames)) {
+    return "--memreg: '" + options.memreg + "' is not one of " + join(kMemregNames);
+  }
+  s.memreg = options.memreg;
+  static constexpr const char* kLogLevels[] = {"error", "warn", "notice", "info", "debug"};
+  if (!is_one_of(options.log_level, kLogLevels)) {
+    return "--log-level: '" + options.log_level + "' is not one of " + join(kLogLevels);
+  }
+  s.log_level = options.log_level;
+  s.verify = options.verify;
+  s.json_path = options.json_path;
+  s.seed = options.seed;
+
+  if (options.io_queue_size != 0) {
+    if (options.io_queue_size < 2 || options.io_queue_size > kQueueEntriesMax) {
+      return "--io-queue-size: " + std::to_string(options.io_queue_size) + " is not within 2.." +
+             std::to_string(kQueueEntriesMax);
+    }
+    s.io_queue_size = options.io_queue_size;
+  }
+  if (s.ns_count != 0) {
+    uint32_t entries = 0;
+    std::string reason = io_queue_entries(s, s.ns_count, &entries);
+    if (!reason.empty()) return reason;
+  }
+  *settings = s;
+  return "";
+}
+
+std::string io_queue_entries(const Settings& settings, uint32_t ns_count, uint32_t* entries) {
+  const uint64_t needed = io_queue_entries_needed(settings.queue_depth, ns_count);
+  if (settings.io_queue_size != 0) {
+    if (settings.io_queue_size < needed) {
+      return "--io-queue-size: " + std::to_string(settings.io_queue_size) + " entries cannot hold -q " +
+             std::to_string(settings.queue_depth) + " x " + std::to_string(ns_count) +
+             " namespaces (all namespaces share a worker's queue): needs " +
+             std::to_string(needed);
+    }
+    *entries = settings.io_queue_size;
+    return "";
+  }
+  if (needed > kQueueEntriesMax) {
+    return "-q " + std::to_string(settings.queue_depth) + " x " + std::to_string(ns_count) +
+           " namespaces needs " + std::to_string(needed) +
+           " entries per I/O queue (all namespaces share a worker's queue); at most " +
+           std::to_string(kQueueEntriesMax) + ": lower -q or --ns-count";
+  }
+  *entries = static_cast<uint32_t>(std::max<uint64_t>(needed, kIoQueueSizeDefault));
+  return "";
+}
+
+int parse_command_line(int argc, const char* const* argv, Options* options, std::string* error) {
+  Options& o = *options;
+  CLI::App app{"nvmf_perf: NVMe-over-Fabrics RDMA benchmark (like spdk_nvme_perf)"};
+  auto* trid = app.add_option("-r,--transport-id", o.trid,
+                              "target, SPDK transport ID: 'trtype:RDMA adrfam:IPv4 "
+                              "traddr:10.0.0.1 trsvcid:4420 subnqn:nqn...'");
+  auto* sim = app.add_flag("--sim", o.sim,
+                           "run against an in-process target over the simulated HCA");
+  trid->excludes(sim);
+  app.add_option("-q,--queue-depth", o.queue_depth, "I/Os outstanding per namespace per worker (32)");
+  app.add_option("-o,--io-size", o.io_size_bytes, "I/O size in bytes, whole blocks (4096)");
+  app.add_option("-w,--workload", o.workload, "read, write, randread, randwrite, rw, randrw")
+      ->required();
+  auto* read_percent = app.add_option("-M,--rwmixread", o.read_percent,
+                                      "percentage of reads for rw and randrw (50)");
+  app.add_option("-t,--time", o.time_s, "seconds to run (10)");
+  app.add_option("-c,--cores", o.cores,
+                 "host worker threads, each with its own I/O queue (1)");
+  auto* ns_count = app.add_option("--ns-count", o.ns_count,
+                                  "namespaces: with --sim how many to create (1), otherwise "
+                                  "the first N active ones (all)");
+  app.add_option("--sim-bdev", o.sim_bdev, "null or malloc (null; malloc with --verify)");
+  app.add_option("--sim-bdev-size-mib", o.sim_bdev_size_mib,
+                 "size of each sim namespace (null 1 TiB, malloc 64 MiB)");
+  app.add_option("--sim-profile", o.sim_profile, "rxe (default), mlx5-2017, mlx5-fenced, adversarial");
+  app.add_option("--sim-remote-invalidate", o.sim_remote_invalidate,
+                 "on (default): the sim target answers with SEND_WITH_INV; off: never");
+  app.add_option("--memreg", o.memreg, "global (default), unsafe, sagi, max, deferred");
+  app.add_flag("--verify", o.verify, "write patterns and check every read");
+  app.add_option("--json", o.json_path, "write the results to FILE as JSON");
+  app.add_option("--log-level", o.log_level, "error, warn, notice (default), info, debug");
+  app.add_option("--io-queue-size", o.io_queue_size,
+                 "entries per I/O queue (default: max(128, q x namespaces + 1))");
+  app.add_option("--seed", o.seed, "seed of the random offsets and of the sim (1)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 1;
+  } catch (const CLI::ParseError& parse_error) {
+    *error = parse_error.what();
+    return 2;
+  }
+  o.read_percent_given = read_percent->count() > 0;
+  o.ns_count_given = ns_count->count() > 0;
+  return 0;
+}
+
+}  // namespace nvmf::perf

@@ -1,0 +1,112 @@
+// nvmf_perf's command line: the options as typed (Options), their check (check_options, a pure
+// function so tests need not run the tool), and the settings the run uses (Settings). Enum
+// values that the libraries parse (memreg policy, sim profile) stay strings here and are
+// checked against name lists, so this piece builds without libnvmf_host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace nvmf::perf {
+
+enum class Workload : uint8_t { read, write, randread, randwrite, rw, randrw };
+const char* workload_name(Workload workload) noexcept;
+bool workload_parse(std::string_view text, Workload* workload) noexcept;
+constexpr bool workload_random(Workload w) noexcept {
+  return w == Workload::randread || w == Workload::randwrite || w == Workload::randrw;
+}
+constexpr bool workload_mixed(Workload w) noexcept {
+  return w == Workload::rw || w == Workload::randrw;
+}
+
+enum class SimBdevKind : uint8_t { null, malloc };
+
+// Names the libraries accept (memreg_policy_parse, sim_profile_parse); main.cpp converts them
+// with those functions, so a drift between the lists is caught at start-up.
+inline constexpr const char* kMemregNames[] = {"global", "unsafe", "sagi", "max", "deferred"};
+inline constexpr const char* kSimProfileNames[] = {"rxe", "mlx5-2017", "mlx5-fenced",
+                                                   "adversarial"};
+
+// The sim target's block size: SPDK's null and malloc bdev default.
+inline constexpr uint32_t kSimBlockSizeBytes = 512;
+// SPDK's null bdev is typically created with 1 TiB; nothing is stored, so size costs nothing.
+inline constexpr uint64_t kSimNullBytesDefault = uint64_t{1} << 40;
+// A malloc namespace is RAM: 64 MiB each (SPDK's usual Malloc size) keeps N of them cheap.
+inline constexpr uint64_t kSimMallocBytesDefault = uint64_t{64} << 20;
+// An NVMe queue of N entries holds N - 1 commands (full when tail + 1 == head).
+inline constexpr uint32_t kQueueEntriesMax = 65535;  // ControllerOpts::io_queue_size is 16-bit
+// Default I/O queue size when the needed one is smaller (kernel and SPDK default).
+inline constexpr uint32_t kIoQueueSizeDefault = 128;
+// Worker threads at most: a controller has at most 127 I/O queues under SPDK's default limit,
+// and more threads than that on one controller only measure contention.
+inline constexpr uint32_t kCoresMax = 127;
+// Namespaces per subsystem at most (TargetOpts::max_namespaces_default range).
+inline constexpr uint32_t kNamespacesMax = 1024;
+
+// The command line as typed. `*_given` says whether an option appeared (defaults depend on it).
+struct Options {
+  std::string trid;                  // -r
+  bool sim = false;                  // --sim
+  uint32_t queue_depth = 32;         // -q: per namespace per worker
+  uint32_t io_size_bytes = 4096;     // -o
+  std::string workload;              // -w
+  uint32_t read_percent = 50;        // -M
+  bool read_percent_given = false;
+  uint32_t time_s = 10;              // -t
+  uint32_t cores = 1;                // -c
+  uint32_t ns_count = 0;             // --ns-count; 0 = not given
+  bool ns_count_given = false;
+  std::string sim_bdev;              // --sim-bdev; empty = not given
+  std::string sim_profile;           // --sim-profile; empty = not given (rxe)
+  std::string sim_remote_invalidate; // --sim-remote-invalidate; empty = not given (on)
+  uint64_t sim_bdev_size_mib = 0;    // --sim-bdev-size-mib; 0 = not given
+  std::string memreg = "global";     // --memreg
+  bool verify = false;               // --verify
+  std::string json_path;             // --json
+  std::string log_level = "notice";  // --log-level
+  uint32_t io_queue_size = 0;        // --io-queue-size; 0 = not given
+  uint64_t seed = 1;                 // --seed: random offsets and the sim's choices
+};
+
+// What the run uses, every default resolved.
+struct Settings {
+  bool sim = false;
+  std::string trid;  // empty with sim (the sim target's address is used)
+  Workload workload = Workload::read;
+  uint32_t read_percent = 100;  // of I/Os that are reads: 100 read*, 0 write*, -M for mixes
+  uint32_t queue_depth = 32;
+  uint32_t io_size_bytes = 4096;
+  uint32_t time_s = 10;
+  uint32_t cores = 1;
+  uint32_t ns_count = 0;  // 0 = every active namespace (not sim)
+  SimBdevKind sim_bdev = SimBdevKind::null;
+  uint64_t sim_bdev_bytes = kSimNullBytesDefault;
+  std::string sim_profile = "rxe";
+  bool sim_remote_invalidate = true;
+  std::string memreg = "global";
+  bool verify = false;
+  std::string json_path;
+  std::string log_level = "notice";
+  uint32_t io_queue_size = 0;  // 0 = io_queue_entries() decides once ns_count is known
+  uint64_t seed = 1;
+};
+
+// Checks the options and resolves the defaults. Returns "" and fills *settings, or a one-line
+// reason that names the option (the tool prints it and exits 2).
+std::string check_options(const Options& options, Settings* settings);
+
+// Entries each worker's I/O queue needs: every namespace's -q commands share it, plus the one
+// slot an NVMe queue always leaves empty.
+constexpr uint64_t io_queue_entries_needed(uint32_t queue_depth, uint32_t ns_count) noexcept {
+  return uint64_t{queue_depth} * ns_count + 1;
+}
+// The queue size to ask for with `ns_count` namespaces: --io-queue-size, or the needed size but
+// at least kIoQueueSizeDefault. "" or a reason (too large, or smaller than needed).
+std::string io_queue_entries(const Settings& settings, uint32_t ns_count, uint32_t* entries);
+
+// Parses argv into *options. Returns 0 (run), 1 (help was printed: exit 0) or 2 (*error holds
+// one line: exit 2). Checks only what CLI11 checks (syntax, numbers); then call check_options.
+int parse_command_line(int argc, const char* const* argv, Options* options, std::string* error);
+
+}  // namespace nvmf::perf

@@ -1,0 +1,100 @@
+#include "report.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+namespace nvmf::perf {
+
+namespace {
+
+double us(uint64_t ns) noexcept { return static_cast<double>(ns) / 1000.0; }
+
+// Two decimals are what spdk_nvme_perf prints; JSON gets the very digits the table shows
+// (printf's rounding), so the two never disagree in the last place.
+double round2(double value) noexcept {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.2f", value);
+  return std::strtod(text, nullptr);
+}
+
+}  // namespace
+
+LatencySummaryUs summarize_latency(const LatencyHistogram& histogram) noexcept {
+  LatencySummaryUs summary;
+  if (histogram.count() == 0) return summary;
+  summary.avg = histogram.mean() / 1000.0;
+  summary.min = us(histogram.min());
+  summary.max = us(histogram.max());
+  summary.p50 = us(histogram.value_at_percentile(50.0));
+  summary.p99 = us(histogram.value_at_percentile(99.0));
+  summary.p999 = us(histogram.value_at_percentile(99.9));
+  summary.p9999 = us(histogram.value_at_percentile(99.99));
+  return summary;
+}
+
+std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_t errors,
+                          double interval_s) {
+  const double seconds = interval_s > 0 ? interval_s : 1.0;
+  char line[160];
+  std::snprintf(line, sizeof(line), "[%3" PRIu32 " s] %.0f IOPS  %.2f MiB/s  errors %" PRIu64,
+                second, static_cast<double>(ios) / seconds,
+                static_cast<double>(bytes) / seconds / (1024.0 * 1024.0), errors);
+  return line;
+}
+
+std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary) {
+  std::string table;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-28s %12s %10s %10s %10s %10s %10s %10s %10s %10s %8s %8s\n",
+                "", "IOPS", "MiB/s", "avg us", "min us", "max us", "p50 us", "p99 us",
+                "p99.9 us", "p99.99 us", "errors", "verify");
+  table += line;
+  auto add = [&](const ResultRow& row) {
+    std::snprintf(line, sizeof(line),
+                  "%-28s %12.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8" PRIu64
+                  " %8" PRIu64 "\n",
+                  row.label.c_str(), row.iops(), row.mibps(), row.latency.avg, row.latency.min,
+                  row.latency.max, row.latency.p50, row.latency.p99, row.latency.p999,
+                  row.latency.p9999, row.errors, row.verify_failures);
+    table += line;
+  };
+  for (const ResultRow& row : rows) add(row);
+  table += std::string(28 + 13 * 1 + 11 * 9 + 9 * 2, '-') + "\n";
+  add(summary.total);
+  std::snprintf(line, sizeof(line),
+                "%" PRIu64 " I/Os, %" PRIu64 " I/O errors, %" PRIu64 " verify failures, %" PRIu64
+                " reconnects, %" PRIu64 " busy retries\n",
+                summary.total.ios, summary.total.errors, summary.total.verify_failures,
+                summary.reconnects, summary.busy_retries);
+  table += line;
+  return table;
+}
+
+nlohmann::ordered_json summary_json(const Summary& summary) {
+  const ResultRow& total = summary.total;
+  nlohmann::ordered_json json;
+  json["iops"] = round2(total.iops());
+  json["mibps"] = round2(total.mibps());
+  nlohmann::ordered_json latency;
+  latency["avg"] = round2(total.latency.avg);
+  latency["min"] = round2(total.latency.min);
+  latency["max"] = round2(total.latency.max);
+  latency["p50"] = round2(total.latency.p50);
+  latency["p99"] = round2(total.latency.p99);
+  latency["p999"] = round2(total.latency.p999);
+  latency["p9999"] = round2(total.latency.p9999);
+  json["lat_us"] = std::move(latency);
+  json["ios"] = total.ios;
+  json["errors"] = total.errors;
+  json["reconnects"] = summary.reconnects;
+  json["verify_failures"] = total.verify_failures;
+  json["busy_retries"] = summary.busy_retries;
+  return json;
+}
+
+int summary_exit_status(const Summary& summary) noexcept {
+  return summary.total.errors == 0 && summary.total.verify_failures == 0 ? 0 : 1;
+}
+
+}  // namespace nvmf::perf

@@ -1,0 +1,64 @@
+// What nvmf_perf prints: the progress line each second, the result table and the --json
+// document. Pure formatting over numbers the workers collected.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "histogram.h"
+
+namespace nvmf::perf {
+
+struct LatencySummaryUs {
+  double avg = 0;
+  double min = 0;
+  double max = 0;
+  double p50 = 0;
+  double p99 = 0;
+  double p999 = 0;
+  double p9999 = 0;
+};
+LatencySummaryUs summarize_latency(const LatencyHistogram& histogram) noexcept;
+
+// One row of the table (a worker's namespace, or the total).
+struct ResultRow {
+  std::string label;
+  uint64_t ios = 0;     // completed, failed ones included
+  uint64_t bytes = 0;   // of completed I/Os
+  uint64_t errors = 0;  // completions with an error status
+  uint64_t verify_failures = 0;
+  double elapsed_s = 0;  // from the first submit to the last completion
+  LatencySummaryUs latency;
+  double iops() const noexcept { return elapsed_s > 0 ? ios / elapsed_s : 0; }
+  double mibps() const noexcept {
+    return elapsed_s > 0 ? static_cast<double>(bytes) / elapsed_s / (1024.0 * 1024.0) : 0;
+  }
+};
+
+struct Summary {
+  ResultRow total;
+  uint64_t reconnects = 0;    // sum of ControllerStats::reconnects
+  uint64_t busy_retries = 0;  // submits refused with busy and retried later
+};
+
+// "[  3 s] 123456 IOPS  482.25 MiB/s  errors 0": rates from the ios and bytes of the last
+// interval; errors counted since the start (so one error stays in sight).
+std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_t errors,
+                          double interval_s);
+
+// The table: a header, one line per row, the total with percentiles, and a footer with
+// reconnects and busy retries.
+std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary);
+
+// {"iops","mibps","lat_us":{"avg","min","max","p50","p99","p999","p9999"},"ios","errors",
+//  "reconnects","verify_failures"} in that order, then "busy_retries". Callers may append more
+// keys (e.g. "config") after these.
+nlohmann::ordered_json summary_json(const Summary& summary);
+
+// The exit status: 0 when no I/O failed and every read verified, 1 otherwise.
+int summary_exit_status(const Summary& summary) noexcept;
+
+}  // namespace nvmf::perf
