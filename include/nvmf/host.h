@@ -154,7 +154,7 @@ struct ControllerStats {
   uint64_t keep_alives_sent = 0;
   uint64_t async_events = 0;
   uint64_t reconnects = 0;
-  uint64_t io_qpairs_allocated = 0;
+  uint64_t io_qpairs_allocated = 0;  // ever allocated (not the number alive now)
 };
 
 // Every command's completion. `status` is the NVMe status; a command that never reached the
@@ -221,7 +221,9 @@ class Controller {
   ControllerStats stats() const noexcept;
   bool connected() const noexcept;
 
-  // Active namespaces, ascending NSID.
+  // Active namespaces, ascending NSID, as identified at connect. A Namespace Attribute
+  // Changed notice is logged, counted (stats().async_events) and its log page read; the list
+  // itself is not rescanned (yet).
   const std::vector<uint32_t>& active_namespaces() const noexcept;
   Namespace* ns(uint32_t nsid) noexcept;  // nullptr when not active
 
@@ -250,9 +252,11 @@ class Controller {
 
 // ---------------------------------------------------------------------------------------
 // Namespace: geometry and the I/O commands. Submit calls return `busy` when the qpair is full,
-// `invalid_argument` for a range outside the namespace, a length that is not whole blocks or a
-// buffer not from Host::dma_alloc(), `bad_state` when the qpair is disconnected. On error the
-// callback is not called; on success it is called exactly once, from process_completions().
+// `invalid_argument` for a range outside the namespace, 0 or more than 65536 blocks, a length
+// that is not whole blocks, a transfer above the controller's MDTS (data().max_transfer_bytes;
+// the library does not split I/O) or a buffer not from Host::dma_alloc(), `bad_state` when the
+// qpair is disconnected. On error the callback is not called; on success it is called exactly
+// once, from process_completions().
 
 class Namespace {
  public:

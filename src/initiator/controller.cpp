@@ -31,6 +31,23 @@ std::string status_text(const spec::Status& status, bool fabrics) {
   return text;
 }
 
+// The field a Connect Invalid Parameters status points at (IATTR, IPO).
+const char* connect_field_name(bool in_data, uint16_t offset) {
+  if (in_data) {
+    if (offset < 16) return "HOSTID";
+    if (offset < 18) return "CNTLID";
+    if (offset >= 256 && offset < 512) return "SUBNQN";
+    if (offset >= 512 && offset < 768) return "HOSTNQN";
+    return "Connect data";
+  }
+  if (offset == 42 || offset == 43) return "RECFMT";
+  if (offset == 44 || offset == 45) return "QID";
+  if (offset == 46 || offset == 47) return "SQSIZE";
+  if (offset == 48) return "CATTR";
+  if (offset >= 52 && offset < 56) return "KATO";
+  return "Connect command";
+}
+
 std::string errc_text(const Error& error) {
   char text[160];
   return error_describe(error, text, sizeof(text));
@@ -271,9 +288,10 @@ Result<spec::Cqe> Controller::Impl::fabrics_connect(HostQueue& queue, void* conn
                        status_text(status, true);
     if (status.sct == spec::sct::command_specific &&
         status.sc == spec::sc_fabrics::connect_invalid_parameters) {
-      text += spec::connect_invalid_in_data(waiter.cqe) ? " (in Connect data at byte "
-                                                        : " (in the command at byte ";
-      text += std::to_string(spec::connect_invalid_offset(waiter.cqe)) + ")";
+      const bool in_data = spec::connect_invalid_in_data(waiter.cqe);
+      const uint16_t offset = spec::connect_invalid_offset(waiter.cqe);
+      text += std::string(" (") + connect_field_name(in_data, offset) + ": " +
+              (in_data ? "Connect data" : "command") + " byte " + std::to_string(offset) + ")";
     }
     set_message(message, text);
     NVMF_ERRLOG(host, "%s", text.c_str());
@@ -506,6 +524,7 @@ void aer_done(HostCommand& command, const spec::Cqe& cqe) {
   const uint8_t lid = spec::async_event_log_page_of(cqe.cdw0);
   NVMF_NOTICELOG(host, "%s: async event type %u info %02xh log page %02xh",
                  ctrl->trid.subnqn.c_str(), type, info, lid);
+  if (ctrl->shutting_down) return;  // CC.SHN is out: the controller takes no new commands
   // Reading the log page the event names re-arms that event at the controller.
   if (lid != 0 && !ctrl->aer_log_busy && ctrl->admin) {
     HostCommand* read = ctrl->admin->get_command();
@@ -525,7 +544,7 @@ void aer_done(HostCommand& command, const spec::Cqe& cqe) {
 }  // namespace
 
 void Controller::Impl::submit_aer() noexcept {
-  if (!admin || admin->state() != HostQueueState::connected) return;
+  if (shutting_down || !admin || admin->state() != HostQueueState::connected) return;
   HostCommand* command = admin->get_command();
   if (command == nullptr) return;
   command->sqe = spec::make_sqe(spec::admin_opcode::async_event_request, 0);
@@ -614,6 +633,7 @@ Result<std::vector<DiscoveryEntry>> Controller::Impl::read_discovery_log(std::st
 }
 
 void Controller::Impl::shutdown() noexcept {
+  shutting_down = true;
   // I/O qpairs first: their outstanding callbacks run once, aborted.
   std::vector<IoQpair::Impl*> live;
   {

@@ -76,6 +76,7 @@ struct Controller::Impl {
   bool keep_alive_outstanding = false;
   uint32_t aers_outstanding = 0;
   bool aer_log_busy = false;
+  bool shutting_down = false;  // no AER or log read is submitted once shutdown() began
 
   ~Impl();
 

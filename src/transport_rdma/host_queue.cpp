@@ -287,9 +287,11 @@ void HostQueue::handle_cm_event(const verbs::CmEvent& event) noexcept {
     }
     case verbs::CmEventType::unreachable:
       if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
-        fail(Errc::connection_refused, event.status == ETIMEDOUT
-                                           ? "target unreachable (timed out)"
-                                           : "target unreachable (no listener)");
+        if (event.status == ETIMEDOUT) {
+          fail(Errc::timed_out, "target unreachable (timed out)");
+        } else {
+          fail(Errc::connection_refused, "target unreachable (no listener)");
+        }
       }
       return;
     case verbs::CmEventType::connect_error:
