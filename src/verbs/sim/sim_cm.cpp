@@ -93,11 +93,11 @@ std::unique_ptr<CmId> SimCmChannel::adopt(CmId* id) noexcept {
 }
 
 bool SimCmChannel::poll_event(CmEvent* event) noexcept {
-  // Nothing queued, no CM timeout pending and no QP work: no lock (a target's acceptor polls
-  // its channel on every reactor iteration).
-  if (!has_events_.load(std::memory_order_acquire) && !fabric_->cm_waiting() && fabric_->idle()) {
-    return false;
-  }
+  // Nothing queued and no CM timeout pending: no lock (a target's acceptor polls its channel on
+  // every reactor iteration, and taking the fabric lock there halves a two-thread run). QP
+  // work the fabric still has advances through the CQ and QP calls, which every user of a
+  // connection makes; an event that work produces is queued then and seen at the next call.
+  if (!has_events_.load(std::memory_order_acquire) && !fabric_->cm_waiting()) return false;
   std::lock_guard lock(fabric_->mu);
   fabric_->cm_progress();
   fabric_->progress();
