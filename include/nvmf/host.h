@@ -96,9 +96,11 @@ struct ControllerOpts {
   uint32_t keep_alive_timeout_ms = 10000;  // KATO; Keep Alive sent every KATO/2; 0 = none
   uint32_t in_capsule_data_bytes = 4096;   // writes up to min(this, target's IOCCSZ - 64)
                                            // travel in the command capsule; 0 = never
-  MemregPolicy memreg = MemregPolicy::global;  // only `global` so far: connect() refuses
-                                               // the others (not_supported) until issue 6
-  uint32_t reconnect_delay_ms = 10000;        // kernel's default (issue 6: error recovery)
+  MemregPolicy memreg = MemregPolicy::global;  // key policy of the I/O queues (the admin
+                                               // queue always uses `global`)
+  // Error recovery of an I/O queue whose queue pair failed: reconnect after this delay, resend
+  // what was in flight; give up (those commands fail, aborted) after ctrl_loss_timeout_ms.
+  uint32_t reconnect_delay_ms = 10000;        // kernel's default
   uint32_t ctrl_loss_timeout_ms = 600000;     // kernel's default
   uint32_t connect_timeout_ms = 5000;         // CM resolve + connect + Fabrics Connect
   uint32_t admin_timeout_ms = 60000;          // one admin command (kernel's admin_timeout)
@@ -308,6 +310,10 @@ struct IoQpairStats {
   uint64_t errors = 0;        // completions with a non-success status
   uint64_t busy = 0;          // submits refused because the queue was full
   uint64_t in_capsule_writes = 0;
+  uint64_t qp_errors = 0;     // the queue pair failed (a bind's status 6 included)
+  uint64_t bind_errors = 0;   // memory window binds that failed
+  uint64_t reconnects = 0;    // successful reconnects of this queue
+  uint64_t resubmitted = 0;   // commands sent again after a reconnect
 };
 
 class IoQpair {
@@ -326,6 +332,9 @@ class IoQpair {
   uint32_t depth() const noexcept;        // commands that may be outstanding at once
   uint32_t outstanding() const noexcept;  // submitted, callback not yet run
   bool connected() const noexcept;
+  // The queue pair failed and the qpair is reconnecting (submits answer busy meanwhile; the
+  // commands in flight are resent once it is back, or fail after ctrl_loss_timeout_ms).
+  bool reconnecting() const noexcept;
   IoQpairStats stats() const noexcept;
 
   // Disconnects the queue: every outstanding callback runs once, aborted (SQ deletion), before

@@ -123,11 +123,9 @@ Result<std::unique_ptr<Controller::Impl>> start_controller(Host::Impl& host,
     ctrl->identity.hostnqn = opts.hostnqn;
     ctrl->identity.hostid = opts.hostid;
   }
-  if (opts.memreg != MemregPolicy::global) {
-    // The per-I/O window policies come with issue 6; refusing beats silently using `global`.
-    set_message(message, std::string("memreg policy '") + memreg_policy_name(opts.memreg) +
-                             "' is not implemented yet; only 'global' is");
-    return Unexpected(Errc::not_supported, "memreg policy not implemented");
+  if (opts.memreg == MemregPolicy::unsafe) {
+    NVMF_WARNLOG(host, "memreg policy 'unsafe' reuses a memory window before its invalidation "
+                       "is known to have landed (the 2017 nvme-rdma race): for reproduction only");
   }
   if (ctrl->identity.hostnqn.size() > spec::nqn_length_max) {
     set_message(message, "host NQN longer than 223 bytes");
@@ -250,7 +248,7 @@ Result<spec::Cqe> Controller::Impl::fabrics_connect(HostQueue& queue, void* conn
   const uint32_t kato = queue.qid() == 0 ? opts.keep_alive_timeout_ms : 0;
   const spec::Sqe sqe = spec::to_sqe(spec::make_connect_command(0, queue.qid(), queue.entries(), kato));
 
-  HostCommand* command = queue.get_command();
+  HostCommand* command = queue.reserved_command();
   if (command == nullptr) return Unexpected(Errc::busy, "no command slot for Connect");
   SyncWaiter waiter;
   command->sqe = sqe;
@@ -685,7 +683,9 @@ const ControllerData& Controller::data() const noexcept { return impl_->data; }
 const TransportId& Controller::trid() const noexcept { return impl_->trid; }
 ControllerStats Controller::stats() const noexcept {
   std::lock_guard<std::mutex> lock(impl_->registry->mutex);  // io_qpairs_allocated
-  return impl_->stats;
+  ControllerStats stats = impl_->stats;
+  stats.reconnects = impl_->registry->reconnects.load(std::memory_order_relaxed);
+  return stats;
 }
 bool Controller::connected() const noexcept { return impl_->connected.load(); }
 const std::vector<uint32_t>& Controller::active_namespaces() const noexcept {

@@ -37,16 +37,31 @@ struct Host::Impl {
 
 // The I/O qpairs of a controller, shared with them so either may go first.
 struct QpairRegistry {
+  std::atomic<uint64_t> reconnects{0};  // I/O queue reconnects, summed over qpairs
   std::mutex mutex;
   std::vector<bool> qid_used;          // index = QID - 1
   std::vector<IoQpair::Impl*> live;    // allocated and not yet freed
 };
 
 struct IoQpair::Impl {
+  // Error recovery of this queue (the kernel host's: wait reconnect_delay, reconnect, resend,
+  // give up after ctrl_loss_timeout). Driven from process_completions() on the owner thread.
+  enum class Recovery : uint8_t { none, waiting, connecting, fabric_connect, gave_up };
+
   Host::Impl* host = nullptr;
   std::shared_ptr<QpairRegistry> registry;
   std::unique_ptr<transport_rdma::HostQueue> queue;
   uint16_t qid = 0;
+  uint16_t cntlid = 0;
+  std::string subnqn;  // for log lines
+  uint32_t reconnect_delay_ms = 0;
+  uint32_t ctrl_loss_timeout_ms = 0;
+  Recovery recovery = Recovery::none;
+  uint64_t retry_at_ns = 0;
+  uint64_t loss_deadline_ns = 0;
+  uint32_t attempts = 0;
+  bool connect_answered = false;
+  spec::Status connect_status;
   uint32_t max_transfer_bytes = 0;  // 0 = no limit
   spec::DsmRange* dsm_ranges = nullptr;  // one per command slot (index = CID), DMA memory
   void* connect_data = nullptr;          // the Connect command's 1 KiB, DMA memory
@@ -54,6 +69,13 @@ struct IoQpair::Impl {
 
   ~Impl();
   void release_qid() noexcept;
+  bool recovering() const noexcept {
+    return recovery == Recovery::waiting || recovery == Recovery::connecting ||
+           recovery == Recovery::fabric_connect;
+  }
+  // One step of error recovery; returns callbacks it ran.
+  int recover() noexcept;
+  void schedule_retry(const char* why) noexcept;
 };
 
 struct Controller::Impl {

@@ -20,6 +20,17 @@ using transport_rdma::HostQueueState;
 // NLB is 16 bits, 0's based.
 constexpr uint32_t kMaxBlocksPerCommand = 65536;
 
+memreg::KeyPolicyKind to_key_policy(MemregPolicy policy) {
+  switch (policy) {
+    case MemregPolicy::global: return memreg::KeyPolicyKind::global;
+    case MemregPolicy::unsafe: return memreg::KeyPolicyKind::unsafe;
+    case MemregPolicy::sagi: return memreg::KeyPolicyKind::sagi;
+    case MemregPolicy::max: return memreg::KeyPolicyKind::max;
+    case MemregPolicy::deferred: return memreg::KeyPolicyKind::deferred;
+  }
+  return memreg::KeyPolicyKind::global;
+}
+
 void io_done(HostCommand& command, const spec::Cqe& cqe) {
   auto* qpair = static_cast<IoQpair::Impl*>(command.owner);
   const spec::Status status = cqe.decoded_status();
@@ -98,7 +109,13 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
   queue_opts.cntlid = ctrl.data.cntlid;
   queue_opts.connect_timeout_ms = ctrl.opts.connect_timeout_ms;
   queue_opts.clock = ctrl.host->clock;
+  queue_opts.key_policy = to_key_policy(ctrl.opts.memreg);
+  queue_opts.keep_commands_on_error = true;
   qpair->max_transfer_bytes = ctrl.data.max_transfer_bytes;
+  qpair->cntlid = ctrl.data.cntlid;
+  qpair->subnqn = ctrl.trid.subnqn;
+  qpair->reconnect_delay_ms = ctrl.opts.reconnect_delay_ms;
+  qpair->ctrl_loss_timeout_ms = ctrl.opts.ctrl_loss_timeout_ms;
   qpair->dsm_ranges = static_cast<spec::DsmRange*>(
       ctrl.host->map->allocate(size_t{queue_opts.entries} * sizeof(spec::DsmRange)));
   qpair->connect_data = ctrl.host->map->allocate(sizeof(spec::ConnectData));
@@ -132,20 +149,140 @@ IoQpair::IoQpair(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 IoQpair::~IoQpair() = default;
 
 int IoQpair::process_completions(uint32_t max_completions) noexcept {
-  return impl_->queue->poll(max_completions);
+  IoQpair::Impl& q = *impl_;
+  int ran = q.queue->poll(max_completions);
+  if (q.queue->state() != HostQueueState::connected || q.recovery != Impl::Recovery::none) {
+    ran += q.recover();
+  }
+  return ran;
 }
 uint16_t IoQpair::qid() const noexcept { return impl_->qid; }
 uint32_t IoQpair::depth() const noexcept { return impl_->queue->depth(); }
 uint32_t IoQpair::outstanding() const noexcept { return impl_->queue->outstanding(); }
 bool IoQpair::connected() const noexcept {
-  return impl_->queue->state() == HostQueueState::connected;
+  return impl_->queue->state() == HostQueueState::connected &&
+         impl_->recovery == Impl::Recovery::none;
 }
+bool IoQpair::reconnecting() const noexcept { return impl_->recovering(); }
 IoQpairStats IoQpair::stats() const noexcept {
   IoQpairStats stats = impl_->stats;
-  stats.in_capsule_writes = impl_->queue->in_capsule_writes();
+  stats.in_capsule_writes = impl_->queue->stats().in_capsule_writes;
+  stats.qp_errors = impl_->queue->stats().qp_errors;
+  stats.bind_errors = impl_->queue->stats().bind_errors;
+  stats.resubmitted = impl_->queue->stats().resubmitted;
   return stats;
 }
 void IoQpair::disconnect() noexcept { impl_->queue->disconnect(); }
+
+// ---------------------------------------------------------------------------------------
+// Error recovery
+
+namespace {
+
+void reconnect_connect_done(HostCommand& command, const spec::Cqe& cqe) {
+  auto* q = static_cast<IoQpair::Impl*>(command.owner);
+  q->connect_answered = true;
+  q->connect_status = cqe.decoded_status();
+}
+
+}  // namespace
+
+void IoQpair::Impl::schedule_retry(const char* why) noexcept {
+  const uint64_t now = host->now_ns();
+  if (now >= loss_deadline_ns) {
+    NVMF_ERRLOG(host_io, "%s: queue %u: %s; controller loss timeout (%u ms) reached: giving up, "
+                "%u commands fail", subnqn.c_str(), qid, why, ctrl_loss_timeout_ms,
+                queue->pending_retry());
+    recovery = Recovery::gave_up;
+    queue->abort_pending();
+    return;
+  }
+  NVMF_NOTICELOG(host_io, "%s: queue %u: %s; reconnecting in %.3g seconds", subnqn.c_str(), qid,
+                 why, reconnect_delay_ms / 1000.0);
+  retry_at_ns = now + uint64_t{reconnect_delay_ms} * 1000 * 1000;
+  recovery = Recovery::waiting;
+}
+
+int IoQpair::Impl::recover() noexcept {
+  const int before = static_cast<int>(queue->outstanding());
+  switch (recovery) {
+    case Recovery::none:
+      if (queue->state() == HostQueueState::disconnected && !queue->stopping()) {
+        attempts = 0;
+        loss_deadline_ns = host->now_ns() + uint64_t{ctrl_loss_timeout_ms} * 1000 * 1000;
+        schedule_retry(queue->error_reason());
+      }
+      break;
+    case Recovery::waiting: {
+      if (queue->stopping()) {
+        recovery = Recovery::gave_up;
+        break;
+      }
+      const uint64_t now = host->now_ns();
+      if (now >= loss_deadline_ns) {
+        schedule_retry("still disconnected");
+        break;
+      }
+      if (now < retry_at_ns) break;
+      ++attempts;
+      auto started = queue->reconnect(cntlid);
+      if (!started) {
+        schedule_retry("reconnect could not start");
+        break;
+      }
+      recovery = Recovery::connecting;
+      break;
+    }
+    case Recovery::connecting: {
+      const HostQueueState state = queue->progress_connect();
+      if (state == HostQueueState::failed) {
+        schedule_retry(queue->failure().reason);
+      } else if (state == HostQueueState::connected) {
+        HostCommand* command = queue->reserved_command();
+        if (command == nullptr) {
+          queue->fail_connection("no slot for Connect");
+          recovery = Recovery::fabric_connect;
+          break;
+        }
+        command->sqe = spec::to_sqe(spec::make_connect_command(0, qid, queue->entries(), 0));
+        command->callback = reconnect_connect_done;
+        command->owner = this;
+        connect_answered = false;
+        const iovec iov{connect_data, sizeof(spec::ConnectData)};
+        if (!queue->submit(*command, DataDirection::host_to_controller, &iov, 1)) {
+          queue->fail_connection("cannot send Connect");
+        }
+        recovery = Recovery::fabric_connect;
+      }
+      break;
+    }
+    case Recovery::fabric_connect:
+      if (connect_answered) {
+        connect_answered = false;
+        if (connect_status.is_success()) {
+          const uint32_t resent = queue->resubmit_pending();
+          registry->reconnects.fetch_add(1, std::memory_order_relaxed);
+          ++stats.reconnects;
+          recovery = Recovery::none;
+          NVMF_NOTICELOG(host_io,
+                         "%s: queue %u: Successfully reconnected (attempt %u), %u commands resent",
+                         subnqn.c_str(), qid, attempts, resent);
+        } else {
+          NVMF_ERRLOG(host_io, "%s: queue %u: Connect on reconnect refused: %s", subnqn.c_str(),
+                      qid, spec::status_name(connect_status, true));
+          queue->fail_connection("Connect refused");
+        }
+      } else if (queue->state() == HostQueueState::disconnected) {
+        schedule_retry(queue->error_reason());
+      }
+      break;
+    case Recovery::gave_up:
+      break;
+  }
+  // Callbacks run here when commands were given up on.
+  const int after = static_cast<int>(queue->outstanding());
+  return before > after ? before - after : 0;
+}
 
 // ---------------------------------------------------------------------------------------
 // Namespace
@@ -156,7 +293,15 @@ Result<void> submit(IoQpair& qpair, const spec::Sqe& sqe, DataDirection directio
                     const iovec* iov, int iovcnt, IoCallback cb, void* cb_ctx) noexcept {
   IoQpair::Impl& q = qpair.impl();
   HostQueue& queue = *q.queue;
-  if (queue.state() != HostQueueState::connected) {
+  if (queue.state() != HostQueueState::connected || queue.in_error() ||
+      q.recovery != IoQpair::Impl::Recovery::none) {
+    // A failed queue pair that will be reconnected: busy (retry after a poll), as a full queue.
+    const bool will_recover =
+        q.recovering() || (!queue.stopping() && q.recovery == IoQpair::Impl::Recovery::none);
+    if (will_recover) {
+      ++q.stats.busy;
+      return Unexpected(Errc::busy, "qpair reconnecting");
+    }
     return Unexpected(Errc::bad_state, "qpair not connected");
   }
   HostCommand* command = queue.get_command();

@@ -15,12 +15,24 @@ namespace nvmf::transport_rdma {
 namespace {
 
 // A capsule holds the SQE and, for several iovecs, a Last Segment list of keyed descriptors.
-constexpr uint32_t kMaxIovecs = 16;
+constexpr uint32_t kMaxIovecs = kHostMaxIovecs;
 constexpr uint32_t kCapsuleStride = sizeof(spec::Sqe) + kMaxIovecs * spec::sgl_descriptor_size;
 // SGEs of one SEND: the SQE plus the caller's buffers for in-capsule data.
 constexpr uint32_t kMaxSendSges = 1 + kMaxIovecs;
-// wr_id: the command or receive index, tagged so one CQ serves both.
-constexpr uint64_t kRecvTag = 1ull << 63;
+// wr_id layout: kind (8 bits) | send-queue sequence (24) | window (16) | CID or receive (16).
+// The sequence tells how many send WRs a completion retires (a signaled success retires the
+// unsignaled WRs before it), so the queue knows when the HCA has handed everything back.
+constexpr uint64_t kKindCapsule = 1;
+constexpr uint64_t kKindBind = 2;
+constexpr uint64_t kKindLocalInv = 3;
+constexpr uint64_t kKindDrain = 4;
+constexpr uint64_t kKindRecv = 0x80;
+constexpr uint32_t kSeqMask = 0xFFFFFF;
+constexpr uint32_t kNoCid = 0xFFFF;
+constexpr uint64_t wr_kind(uint64_t wr_id) { return wr_id >> 56; }
+constexpr uint32_t wr_seq(uint64_t wr_id) { return static_cast<uint32_t>(wr_id >> 32) & kSeqMask; }
+constexpr uint32_t wr_window(uint64_t wr_id) { return static_cast<uint32_t>(wr_id >> 16) & 0xFFFF; }
+constexpr uint32_t wr_cid(uint64_t wr_id) { return static_cast<uint32_t>(wr_id) & 0xFFFF; }
 // Check the CM channel (a disconnect from the target) once per this many polls: on rdma-core
 // it costs a system call.
 constexpr uint32_t kCmPollInterval = 256;
@@ -83,6 +95,7 @@ struct HostQueue::Resources {
   std::unique_ptr<verbs::CompletionQueue> cq;
   verbs::QueuePair* qp = nullptr;
   uint32_t max_send_sges = 1;
+  std::unique_ptr<memreg::KeyPolicy> keys;
   std::vector<HostCommand> commands;  // index = CID
   uint8_t* capsules = nullptr;        // commands.size() x kCapsuleStride, from the memory map
   uint32_t capsule_lkey = 0;
@@ -90,10 +103,15 @@ struct HostQueue::Resources {
   uint32_t response_lkey = 0;
   memreg::MemoryMap* map = nullptr;
 
-  ~Resources() {
+  void drop_connection() {
     id.reset();  // the QP goes with its id, before the CQ
     cq.reset();
     channel.reset();
+    qp = nullptr;
+  }
+  ~Resources() {
+    drop_connection();
+    keys.reset();
     if (map != nullptr) {
       map->free(capsules);
       map->free(responses);
@@ -113,6 +131,8 @@ HostQueue::~HostQueue() {
   while (free_.pop() != nullptr) {
   }
 }
+
+const memreg::KeyPolicy* HostQueue::key_policy() const noexcept { return res_->keys.get(); }
 
 Result<std::unique_ptr<HostQueue>> HostQueue::create(verbs::Provider& provider,
                                                      HostDomains& domains,
@@ -139,7 +159,7 @@ Result<void> HostQueue::start() noexcept {
   return {};
 }
 
-Result<void> HostQueue::create_resources() noexcept {
+Result<void> HostQueue::create_buffers() noexcept {
   verbs::Device* device = res_->id->device();
   if (device == nullptr) return Unexpected(Errc::bad_state, "no RDMA device behind the route");
   auto domain = domains_.get(*device);
@@ -167,9 +187,22 @@ Result<void> HostQueue::create_resources() noexcept {
   }
   res_->response_lkey = keys.lkey;
 
+  memreg::KeyPolicyOpts key_opts;
+  key_opts.kind = opts_.key_policy;
+  key_opts.depth = entries;
+  auto policy = memreg::KeyPolicy::create(*res_->domain.pd, device->caps(), key_opts);
+  if (!policy) return Unexpected(policy.error());
+  res_->keys = std::move(*policy);
+  return {};
+}
+
+Result<void> HostQueue::create_qp() noexcept {
+  verbs::Device* device = res_->id->device();
+  if (device == nullptr) return Unexpected(Errc::bad_state, "no RDMA device behind the route");
+  const uint32_t entries = opts_.entries;
   const verbs::DeviceCaps& caps = device->caps();
-  // Every command has one SEND in flight, and issue 6's key policies add a bind and a local
-  // invalidate: three send WRs per command at most. Receives: one per entry.
+  // Per command: the SEND, a BIND_MW before it and a LOCAL_INV after its response (window
+  // policies): three send WRs; an unsignaled LOCAL_INV is retired by the next signaled SEND.
   verbs::CqOpts cq_opts;
   cq_opts.depth = std::min<uint32_t>(entries * 4, caps.max_cqe != 0 ? caps.max_cqe : entries * 4);
   auto cq = res_->domain.pd->create_cq(cq_opts);
@@ -187,23 +220,38 @@ Result<void> HostQueue::create_resources() noexcept {
   if (!qp) return Unexpected(qp.error());
   res_->qp = *qp;
   res_->max_send_sges = res_->qp->granted().max_send_sge;
+  send_posted_ = 0;
+  send_retired_ = 0;
+  recv_wrs_posted_ = 0;
 
   for (uint32_t i = 0; i < entries; ++i) post_receive(i);
   auto flushed = res_->qp->flush();
   if (!flushed) return Unexpected(flushed.error());
+  doorbell_due_ = false;
   return {};
 }
 
 void HostQueue::post_receive(uint32_t index) noexcept {
   verbs::Sge sge{reinterpret_cast<uint64_t>(&res_->responses[index]), sizeof(spec::Cqe),
                  res_->response_lkey};
-  verbs::RecvWr wr{kRecvTag | index, &sge, 1};
+  verbs::RecvWr wr{(kKindRecv << 56) | index, &sge, 1};
   if (res_->qp->post_recv(wr)) {
     ++recv_wrs_posted_;
     doorbell_due_ = true;
   } else {
     enter_error("cannot post a receive");
   }
+}
+
+Result<void> HostQueue::post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
+                                     uint32_t cid) noexcept {
+  wr.wr_id = (uint64_t{kind} << 56) | (uint64_t{send_posted_ & kSeqMask} << 32) |
+             (uint64_t{window & 0xFFFF} << 16) | (cid & 0xFFFF);
+  auto posted = res_->qp->post_send(wr);
+  if (!posted) return posted;
+  send_posted_ = (send_posted_ + 1) & kSeqMask;
+  doorbell_due_ = true;
+  return {};
 }
 
 void HostQueue::fail(Errc code, const char* reason, uint16_t reject_status) noexcept {
@@ -233,7 +281,14 @@ void HostQueue::handle_cm_event(const verbs::CmEvent& event) noexcept {
   switch (event.type) {
     case verbs::CmEventType::route_resolved: {
       if (state_ != HostQueueState::resolving) return;
-      auto made = create_resources();
+      if (!res_->keys) {
+        auto made = create_buffers();
+        if (!made) {
+          fail(made.error().code, made.error().detail);
+          return;
+        }
+      }
+      auto made = create_qp();
       if (!made) {
         fail(made.error().code, made.error().detail);
         return;
@@ -259,15 +314,28 @@ void HostQueue::handle_cm_event(const verbs::CmEvent& event) noexcept {
       if (state_ != HostQueueState::connecting) return;
       spec::RdmaCmAccept accept{};
       std::memcpy(&accept, event.private_data, sizeof(accept));
-      entries_ = opts_.entries;
+      uint16_t granted = opts_.entries;
       if (accept.recfmt == spec::rdma_cm_recfmt && accept.crqsize >= 2) {
-        entries_ = std::min(entries_, accept.crqsize);
+        granted = std::min(granted, accept.crqsize);
       }
-      depth_ = entries_ - 1u;
-      for (uint32_t i = depth_; i-- > 0;) {
-        res_->commands[i].state = HostCommand::State::free;
-        free_.push(res_->commands[i]);
+      if (ever_connected_) {
+        // Commands waiting for a resend keep their slots: the queue may not shrink.
+        if (granted < entries_) {
+          fail(Errc::no_memory, "the target granted a smaller queue on reconnect");
+          (void)res_->id->disconnect();
+          return;
+        }
+      } else {
+        entries_ = granted;
+        depth_ = entries_ - 1u;
+        for (uint32_t i = depth_; i-- > 0;) {
+          res_->commands[i].state = HostCommand::State::free;
+          free_.push(res_->commands[i]);
+        }
+        ever_connected_ = true;
       }
+      in_error_ = false;
+      error_reason_ = "";
       state_ = HostQueueState::connected;
       cm_poll_countdown_ = kCmPollInterval;
       NVMF_DEBUGLOG(rdma_host, "queue %u connected to %s:%u, %u entries", opts_.qid,
@@ -319,9 +387,22 @@ HostCommand* HostQueue::get_command() noexcept {
   return command;
 }
 
+HostCommand* HostQueue::reserved_command() noexcept {
+  if (!ever_connected_ || reserved_in_use_) return nullptr;
+  reserved_in_use_ = true;
+  HostCommand& command = res_->commands[depth_];
+  command.state = HostCommand::State::taken;
+  return &command;
+}
+
 void HostQueue::put_command(HostCommand& command) noexcept {
   command.state = HostCommand::State::free;
-  free_.push(command);
+  command.window = memreg::kNoWindow;
+  if (command.cid == depth_) {
+    reserved_in_use_ = false;
+  } else {
+    free_.push(command);
+  }
 }
 
 Result<void> HostQueue::submit(HostCommand& command, DataDirection direction, const iovec* iov,
@@ -336,50 +417,87 @@ Result<void> HostQueue::submit(HostCommand& command, DataDirection direction, co
     put_command(command);
     return Unexpected(Errc::invalid_argument, "1 to 16 iovecs");
   }
+  command.direction = direction;
+  command.iovcnt = static_cast<uint8_t>(direction == DataDirection::none ? 0 : iovcnt);
+  for (uint32_t i = 0; i < command.iovcnt; ++i) command.iov[i] = iov[i];
+  auto posted = post_command(command);
+  if (!posted) {
+    put_command(command);
+    return posted;
+  }
+  ++outstanding_;
+  return {};
+}
+
+Result<void> HostQueue::post_command(HostCommand& command) noexcept {
   const uint32_t index = command.cid;
   uint8_t* capsule = res_->capsules + size_t{index} * kCapsuleStride;
   spec::Sqe& sqe = command.sqe;
   sqe.cid = command.cid;
   sqe.set_psdt(spec::psdt::sgl_mptr_contiguous);
+  command.window = memreg::kNoWindow;
 
   verbs::Sge sges[kMaxSendSges];
   sges[0] = verbs::Sge{reinterpret_cast<uint64_t>(capsule), sizeof(spec::Sqe), res_->capsule_lkey};
   uint32_t sge_count = 1;
 
+  const iovec* iov = command.iov;
+  const int iovcnt = command.iovcnt;
   uint64_t total = 0;
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
   const uint32_t domain = res_->domain.index;
   const memreg::MemoryMap& map = *res_->map;
+  memreg::KeyPolicy& keys = *res_->keys;
+  bool in_capsule = false;
 
-  if (direction == DataDirection::none) {
+  memreg::KeyPolicy::Grant grant;
+  if (command.direction == DataDirection::none) {
     // No data: a keyed descriptor of length 0, as the Linux host sends.
     sqe.sgl1 = spec::make_keyed_data_block(0, 0, 0, false);
-  } else if (direction == DataDirection::host_to_controller && total <= in_capsule_limit_ &&
+  } else if (command.direction == DataDirection::host_to_controller && total <= in_capsule_limit_ &&
              static_cast<uint32_t>(iovcnt) + 1 <= res_->max_send_sges) {
     // In-capsule data gathered straight from the caller's buffers.
     for (int i = 0; i < iovcnt; ++i) {
-      memreg::Keys keys;
-      if (!map.translate(domain, iov[i].iov_base, iov[i].iov_len, &keys)) {
-        put_command(command);
+      memreg::Keys chunk_keys;
+      if (!map.translate(domain, iov[i].iov_base, iov[i].iov_len, &chunk_keys)) {
         return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
       }
       sges[sge_count++] = verbs::Sge{reinterpret_cast<uint64_t>(iov[i].iov_base),
-                                     static_cast<uint32_t>(iov[i].iov_len), keys.lkey};
+                                     static_cast<uint32_t>(iov[i].iov_len), chunk_keys.lkey};
     }
     sqe.sgl1 = spec::make_in_capsule_data_block(0, static_cast<uint32_t>(total));
-    ++in_capsule_writes_;
+    in_capsule = true;
+  } else if (keys.per_io_keys()) {
+    // One window per I/O: one contiguous buffer.
+    if (iovcnt != 1 || iov[0].iov_len > spec::sgl_keyed_length_max) {
+      return Unexpected(Errc::invalid_argument, "one iovec per I/O under a per-I/O key policy");
+    }
+    const verbs::MemoryRegion* mr = map.region_of(domain, iov[0].iov_base);
+    memreg::Keys chunk_keys;
+    if (mr == nullptr || !map.translate(domain, iov[0].iov_base, iov[0].iov_len, &chunk_keys)) {
+      return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
+    }
+    const uint32_t access = command.direction == DataDirection::controller_to_host
+                                ? verbs::kAccessRemoteWrite
+                                : verbs::kAccessRemoteRead;
+    auto granted = keys.grant(*mr, reinterpret_cast<uint64_t>(iov[0].iov_base),
+                              static_cast<uint32_t>(iov[0].iov_len), access);
+    if (!granted) return Unexpected(granted.error());
+    grant = *granted;
+    sqe.sgl1 = spec::make_keyed_data_block(reinterpret_cast<uint64_t>(iov[0].iov_base),
+                                           static_cast<uint32_t>(iov[0].iov_len), grant.rkey,
+                                           grant.invalidate);
   } else {
     spec::SglDescriptor descriptors[kMaxIovecs];
     for (int i = 0; i < iovcnt; ++i) {
-      memreg::Keys keys;
+      memreg::Keys chunk_keys;
       if (iov[i].iov_len > spec::sgl_keyed_length_max ||
-          !map.translate(domain, iov[i].iov_base, iov[i].iov_len, &keys)) {
-        put_command(command);
+          !map.translate(domain, iov[i].iov_base, iov[i].iov_len, &chunk_keys)) {
         return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
       }
       descriptors[i] = spec::make_keyed_data_block(reinterpret_cast<uint64_t>(iov[i].iov_base),
                                                    static_cast<uint32_t>(iov[i].iov_len),
-                                                   keys.rkey, false);
+                                                   chunk_keys.rkey, false);
     }
     if (iovcnt == 1) {
       sqe.sgl1 = descriptors[0];
@@ -392,23 +510,32 @@ Result<void> HostQueue::submit(HostCommand& command, DataDirection direction, co
   }
   std::memcpy(capsule, &sqe, sizeof(spec::Sqe));
 
+  if (grant.has_bind) {
+    // The bind goes first on the same send queue: the HCA orders it before the SEND that
+    // carries its key.
+    auto bound = post_send_wr(grant.bind, kKindBind, grant.window, command.cid);
+    if (!bound) {
+      res_->keys->on_abandoned(grant.window);
+      return bound;
+    }
+    command.window = grant.window;
+  }
   verbs::SendWr wr;
-  wr.wr_id = index;
   wr.opcode = verbs::WrOpcode::send;
   wr.flags = verbs::kWrSignaled;
   wr.sg_list = sges;
   wr.num_sge = sge_count;
-  auto posted = res_->qp->post_send(wr);
+  auto posted = post_send_wr(wr, kKindCapsule, grant.window, command.cid);
   if (!posted) {
-    put_command(command);
+    // The bind (if any) is queued: the QP must go, the window with it.
+    enter_error("cannot post a command");
     return Unexpected(posted.error());
   }
-  ++send_wrs_posted_;
-  ++outstanding_;
+  if (in_capsule) ++stats_.in_capsule_writes;
   command.state = HostCommand::State::posted;
   command.response_arrived = false;
   command.send_completed = false;
-  doorbell_due_ = true;
+  command.wait_local_inv = false;
   return {};
 }
 
@@ -417,8 +544,7 @@ void HostQueue::finish(HostCommand& command, uint32_t* callbacks) noexcept {
   // benchmark that resubmits from its callback never sees a false busy).
   const spec::Cqe cqe = command.cqe;
   --outstanding_;
-  command.state = HostCommand::State::free;
-  free_.push(command);
+  put_command(command);
   ++*callbacks;
   if (command.callback != nullptr) {
     command.callback(command, cqe);
@@ -427,75 +553,180 @@ void HostQueue::finish(HostCommand& command, uint32_t* callbacks) noexcept {
   }
 }
 
-void HostQueue::handle_completion(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept {
-  if ((wc.wr_id & kRecvTag) != 0) {
-    --recv_wrs_posted_;
-    const uint32_t index = static_cast<uint32_t>(wc.wr_id & 0xFFFFFFFFu);
-    if (wc.status != verbs::WcStatus::success) {
-      if (wc.status != verbs::WcStatus::wr_flush_error) {
-        NVMF_ERRLOG(rdma_host, "queue %u: receive failed: %s", opts_.qid,
-                    verbs::wc_status_name(wc.status));
-        enter_error("receive failed");
-      }
-      return;
+void HostQueue::maybe_finish(HostCommand& command, uint32_t* callbacks) noexcept {
+  if (command.state == HostCommand::State::posted && command.response_arrived &&
+      command.send_completed && !command.wait_local_inv) {
+    finish(command, callbacks);
+  }
+}
+
+void HostQueue::handle_response(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept {
+  --recv_wrs_posted_;
+  const uint32_t index = wr_cid(wc.wr_id);
+  if (wc.status != verbs::WcStatus::success) {
+    if (wc.status != verbs::WcStatus::wr_flush_error) {
+      NVMF_ERRLOG(rdma_host, "queue %u: receive failed: %s", opts_.qid,
+                  verbs::wc_status_name(wc.status));
+      enter_error("receive failed");
     }
-    const spec::Cqe cqe = res_->responses[index];
-    if (!in_error_) post_receive(index);
-    if (wc.byte_len < sizeof(spec::Cqe)) {
-      NVMF_ERRLOG(rdma_host, "queue %u: response of %u bytes (a CQE is 16)", opts_.qid,
-                  wc.byte_len);
-      enter_error("short response");
-      return;
-    }
-    if (cqe.cid >= entries_ || res_->commands[cqe.cid].state != HostCommand::State::posted ||
-        res_->commands[cqe.cid].response_arrived) {
-      NVMF_ERRLOG(rdma_host, "queue %u: response for CID %u, which is not outstanding",
-                  opts_.qid, cqe.cid);
-      enter_error("response for a command not outstanding");
-      return;
-    }
-    HostCommand& command = res_->commands[cqe.cid];
-    command.cqe = cqe;
-    command.response_arrived = true;
-    if (command.send_completed) finish(command, callbacks);
     return;
   }
-
-  --send_wrs_posted_;
-  if (wc.wr_id >= res_->commands.size()) return;
-  HostCommand& command = res_->commands[wc.wr_id];
-  if (wc.status != verbs::WcStatus::success && wc.status != verbs::WcStatus::wr_flush_error) {
-    NVMF_ERRLOG(rdma_host, "queue %u: send of CID %u failed: %s (vendor error %u)", opts_.qid,
-                command.cid, verbs::wc_status_name(wc.status), wc.vendor_error);
-    enter_error("send failed");
+  const spec::Cqe cqe = res_->responses[index];
+  if (!in_error_) post_receive(index);
+  if (wc.byte_len < sizeof(spec::Cqe)) {
+    NVMF_ERRLOG(rdma_host, "queue %u: response of %u bytes (a CQE is 16)", opts_.qid, wc.byte_len);
+    enter_error("short response");
+    return;
   }
+  if (cqe.cid >= entries_ || res_->commands[cqe.cid].state != HostCommand::State::posted ||
+      res_->commands[cqe.cid].response_arrived) {
+    NVMF_ERRLOG(rdma_host, "queue %u: response for CID %u, which is not outstanding", opts_.qid,
+                cqe.cid);
+    enter_error("response for a command not outstanding");
+    return;
+  }
+  HostCommand& command = res_->commands[cqe.cid];
+  if (command.window != memreg::kNoWindow) {
+    const uint32_t window = command.window;
+    memreg::KeyPolicy::AfterResponse after =
+        res_->keys->on_response(window, wc.remote_invalidated, wc.invalidated_rkey);
+    if (after.protocol_error) {
+      NVMF_ERRLOG(rdma_host, "queue %u: CID %u: the target invalidated rkey 0x%x, not ours",
+                  opts_.qid, cqe.cid, wc.invalidated_rkey);
+      enter_error("remote invalidation of the wrong key");
+      return;
+    }
+    command.window = memreg::kNoWindow;  // the policy decides its fate from here
+    if (after.post_local_inv) {
+      const uint32_t waiting_cid = after.wait_for_local_inv ? command.cid : kNoCid;
+      if (!post_send_wr(after.local_inv, kKindLocalInv, window, waiting_cid)) {
+        enter_error("cannot post a local invalidate");
+        return;
+      }
+    }
+    command.wait_local_inv = after.wait_for_local_inv;
+  } else if (wc.remote_invalidated) {
+    NVMF_ERRLOG(rdma_host, "queue %u: CID %u: remote invalidation of rkey 0x%x, none requested",
+                opts_.qid, cqe.cid, wc.invalidated_rkey);
+    enter_error("remote invalidation not requested");
+    return;
+  }
+  command.cqe = cqe;
+  command.response_arrived = true;
+  maybe_finish(command, callbacks);
+}
+
+void HostQueue::handle_completion(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept {
+  const uint64_t kind = wr_kind(wc.wr_id);
+  if (kind == kKindRecv) {
+    handle_response(wc, callbacks);
+    return;
+  }
+  send_retired_ = (wr_seq(wc.wr_id) + 1) & kSeqMask;
+  const uint32_t cid = wr_cid(wc.wr_id);
+  const uint32_t window = wr_window(wc.wr_id);
+  const bool ok = wc.status == verbs::WcStatus::success;
+  if (!ok && wc.status != verbs::WcStatus::wr_flush_error) {
+    if (kind == kKindBind) {
+      ++stats_.bind_errors;
+      // The kernel host's words for the same event in 2017.
+      NVMF_ERRLOG(rdma_host, "queue %u: MEMREG for CID %u failed with status %s (%u)", opts_.qid,
+                  cid, verbs::wc_status_name(wc.status), static_cast<unsigned>(wc.status));
+      enter_error("memory registration failed");
+    } else {
+      NVMF_ERRLOG(rdma_host, "queue %u: %s for CID %u failed: %s (vendor error %u)", opts_.qid,
+                  kind == kKindLocalInv ? "LOCAL_INV" : "SEND", cid,
+                  verbs::wc_status_name(wc.status), wc.vendor_error);
+      enter_error(kind == kKindLocalInv ? "local invalidate failed" : "send failed");
+    }
+  }
+  if (kind == kKindLocalInv) {
+    if (ok) {
+      res_->keys->on_local_inv_done(window);
+    } else {
+      res_->keys->on_abandoned(window);
+    }
+    if (cid != kNoCid && cid < res_->commands.size()) {
+      HostCommand& command = res_->commands[cid];
+      if (command.state == HostCommand::State::posted && command.wait_local_inv) {
+        // Flushed: the invalidation is unknown, but the response stands (the data is in).
+        command.wait_local_inv = false;
+        maybe_finish(command, callbacks);
+      }
+    }
+    return;
+  }
+  if (kind != kKindCapsule || cid >= res_->commands.size()) return;
+  HostCommand& command = res_->commands[cid];
   if (command.state != HostCommand::State::posted) return;
   command.send_completed = true;
   // A response may have arrived before the SEND's completion reported a flush: the target
   // did execute the command, so its answer stands.
-  if (command.response_arrived) finish(command, callbacks);
+  maybe_finish(command, callbacks);
 }
 
 void HostQueue::enter_error(const char* why, bool requested) noexcept {
   if (in_error_) return;
   in_error_ = true;
+  error_reason_ = why;
   if (state_ == HostQueueState::connected && requested) {
     NVMF_INFOLOG(rdma_host, "queue %u to %s:%u: %s; %u commands outstanding", opts_.qid,
                  opts_.address.c_str(), opts_.port, why, outstanding_);
   } else if (state_ == HostQueueState::connected) {
+    ++stats_.qp_errors;
     NVMF_ERRLOG(rdma_host, "queue %u to %s:%u: %s; %u commands outstanding", opts_.qid,
                 opts_.address.c_str(), opts_.port, why, outstanding_);
   }
-  if (res_->qp != nullptr) (void)res_->qp->move_to_error();
+  if (res_->qp != nullptr) {
+    (void)res_->qp->move_to_error();
+    // The drain WR (the kernel's ib_drain_sq): a signaled WR posted after the error completes
+    // last, flushed, so once it is back every earlier WR is accounted for, unsignaled ones
+    // that executed without a completion (a trailing LOCAL_INV) included.
+    verbs::SendWr drain;
+    drain.opcode = verbs::WrOpcode::send;
+    drain.flags = verbs::kWrSignaled;
+    if (post_send_wr(drain, kKindDrain, 0xFFFF, kNoCid)) (void)res_->qp->flush();
+  }
   if (res_->id != nullptr) (void)res_->id->disconnect();
 }
 
 void HostQueue::abort_outstanding(uint32_t* callbacks) noexcept {
   for (HostCommand& command : res_->commands) {
-    if (command.state != HostCommand::State::posted) continue;
+    if (command.state != HostCommand::State::posted &&
+        command.state != HostCommand::State::pending_retry) {
+      continue;
+    }
+    if (command.state == HostCommand::State::pending_retry) --pending_retry_;
+    if (command.window != memreg::kNoWindow) res_->keys->on_abandoned(command.window);
+    command.window = memreg::kNoWindow;
+    command.state = HostCommand::State::posted;
     if (!command.response_arrived) command.cqe = make_aborted_cqe(command, opts_.qid);
     finish(command, callbacks);
   }
+}
+
+void HostQueue::settle_after_error(uint32_t* callbacks) noexcept {
+  // Every WR is back from the HCA: no buffer or window is in use any more.
+  for (HostCommand& command : res_->commands) {
+    if (command.state != HostCommand::State::posted) continue;
+    if (command.window != memreg::kNoWindow) {
+      res_->keys->on_abandoned(command.window);
+      command.window = memreg::kNoWindow;
+    }
+    if (command.response_arrived) {
+      // The target answered: its status stands whatever happened to the SEND's or the
+      // LOCAL_INV's completion afterwards.
+      command.wait_local_inv = false;
+      finish(command, callbacks);
+    } else if (opts_.keep_commands_on_error && command.cid != depth_ && !stopping_) {
+      command.state = HostCommand::State::pending_retry;
+      ++pending_retry_;
+    } else {
+      command.cqe = make_aborted_cqe(command, opts_.qid);
+      finish(command, callbacks);
+    }
+  }
+  state_ = HostQueueState::disconnected;
 }
 
 int HostQueue::poll(uint32_t max_completions) noexcept {
@@ -525,32 +756,86 @@ int HostQueue::poll(uint32_t max_completions) noexcept {
     doorbell_due_ = false;
     if (!res_->qp->flush()) enter_error("doorbell failed");
   }
-  if (in_error_ && send_wrs_posted_ == 0 && recv_wrs_posted_ == 0) {
-    // Every WR is back from the HCA: no buffer is in use, the rest can be aborted.
-    abort_outstanding(&callbacks);
-    state_ = HostQueueState::disconnected;
+  if (in_error_ && send_retired_ == send_posted_ && recv_wrs_posted_ == 0) {
+    settle_after_error(&callbacks);
   }
   return static_cast<int>(callbacks);
 }
 
 void HostQueue::disconnect() noexcept {
+  stopping_ = true;
   if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
     fail(Errc::disconnected, "disconnected while connecting");
-    return;
   }
-  if (state_ != HostQueueState::connected) return;
-  enter_error("disconnect requested", true);
-  const uint64_t deadline = monotonic_.now_ns() + kDrainTimeoutNs;
-  while (state_ == HostQueueState::connected) {
-    (void)poll();
-    if (state_ == HostQueueState::connected && monotonic_.now_ns() >= deadline) {
-      NVMF_WARNLOG(rdma_host, "queue %u: the HCA did not return %u send and %u receive WRs",
-                   opts_.qid, send_wrs_posted_, recv_wrs_posted_);
-      uint32_t callbacks = 0;
-      abort_outstanding(&callbacks);
-      state_ = HostQueueState::disconnected;
+  if (state_ == HostQueueState::connected) {
+    enter_error("disconnect requested", true);
+    const uint64_t deadline = monotonic_.now_ns() + kDrainTimeoutNs;
+    while (state_ == HostQueueState::connected) {
+      (void)poll();
+      if (state_ == HostQueueState::connected && monotonic_.now_ns() >= deadline) {
+        NVMF_WARNLOG(rdma_host, "queue %u: the HCA did not return %u send and %u receive WRs",
+                     opts_.qid, (send_posted_ - send_retired_) & kSeqMask, recv_wrs_posted_);
+        state_ = HostQueueState::disconnected;
+      }
     }
   }
+  abort_pending();
+  uint32_t callbacks = 0;
+  abort_outstanding(&callbacks);
+}
+
+void HostQueue::abort_pending() noexcept {
+  if (pending_retry_ == 0) return;
+  uint32_t callbacks = 0;
+  for (HostCommand& command : res_->commands) {
+    if (command.state != HostCommand::State::pending_retry) continue;
+    --pending_retry_;
+    command.state = HostCommand::State::posted;
+    command.cqe = make_aborted_cqe(command, opts_.qid);
+    finish(command, &callbacks);
+  }
+}
+
+Result<void> HostQueue::reconnect(uint16_t cntlid) noexcept {
+  if (stopping_) return Unexpected(Errc::bad_state, "queue disconnected by its owner");
+  if (state_ != HostQueueState::disconnected && state_ != HostQueueState::failed) {
+    return Unexpected(Errc::bad_state, "reconnect: the queue is not down");
+  }
+  if (!ever_connected_) return Unexpected(Errc::bad_state, "reconnect: never connected");
+  res_->drop_connection();
+  auto reset = res_->keys->reset();
+  if (!reset) return Unexpected(reset.error());
+  opts_.cntlid = cntlid;
+  in_error_ = false;
+  doorbell_due_ = false;
+  failure_ = HostQueueFailure{};
+  if (reserved_in_use_) {
+    // A Connect that was in flight when the QP failed ended with it.
+    reserved_in_use_ = false;
+    res_->commands[depth_].state = HostCommand::State::free;
+  }
+  return start();
+}
+
+uint32_t HostQueue::resubmit_pending() noexcept {
+  if (state_ != HostQueueState::connected || in_error_) return 0;
+  uint32_t sent = 0;
+  uint32_t callbacks = 0;
+  for (HostCommand& command : res_->commands) {
+    if (command.state != HostCommand::State::pending_retry) continue;
+    --pending_retry_;
+    command.state = HostCommand::State::taken;
+    auto posted = post_command(command);
+    if (posted) {
+      ++sent;
+      ++stats_.resubmitted;
+      continue;
+    }
+    command.state = HostCommand::State::posted;
+    command.cqe = make_aborted_cqe(command, opts_.qid);
+    finish(command, &callbacks);
+  }
+  return sent;
 }
 
 }  // namespace nvmf::transport_rdma

@@ -5,13 +5,23 @@
 // buffers (carved from the host's memreg::MemoryMap, so one registration covers them), and
 // runs each command as a small state machine:
 //
-//   free -> posted (SEND queued) -> { response arrived, SEND completed } -> callback -> free
+//   free -> taken -> posted -> { response, SEND completion, [signaled LOCAL_INV] } -> free
+//                      \-> pending_retry (QP lost; resent after reconnect())
 //
 // A command completes only once both its response and its SEND completion are in: until the
 // SEND completes the HCA may still read (and retransmit) the capsule. Data travels in the
 // capsule (a write that fits the target's in-capsule size, gathered from the caller's buffer
 // as a second SGE: no copy), or through keyed SGL descriptors the target reaches by RDMA
-// (one in the SQE, or up to 16 in a Last Segment list carried in the capsule).
+// (one in the SQE, or up to 16 in a Last Segment list carried in the capsule). The key of a
+// keyed descriptor comes from the queue's memreg::KeyPolicy: the MR's static key (`global`)
+// or a type-2 window bound just before the SEND (the other policies), invalidated by the
+// target or by the LOCAL_INV the policy asks for.
+//
+// Errors: any failed WR (a bind failing with status 6 included), a response for a command not
+// outstanding, or a CM disconnect moves the QP to error. Once the HCA has returned every WR,
+// outstanding commands either complete with Command Aborted due to SQ Deletion (no recovery)
+// or wait as pending_retry until the owner reconnects the queue (reconnect(), Fabrics Connect
+// on reserved_command(), resubmit_pending()).
 //
 // Threads: a queue belongs to the thread that created it; nothing locks, allocates or throws
 // after connect. WRs queued by submit() reach the HCA at the next poll() (one doorbell per
@@ -29,6 +39,7 @@
 #include "common/clock.h"
 #include "common/intrusive_list.h"
 #include "common/result.h"
+#include "memreg/key_policy.h"
 #include "memreg/memory_map.h"
 #include "spec/nvme.h"
 #include "spec/sgl.h"
@@ -67,8 +78,8 @@ enum class HostQueueState : uint8_t {
   resolving,     // CM resolve() sent, waiting for route_resolved
   connecting,    // CM connect() sent, waiting for established
   connected,
-  failed,        // the connection never came up (see failure())
-  disconnected,  // was connected; every command has completed
+  failed,        // the connection did not come up (see failure())
+  disconnected,  // was connected; every WR is back (commands may wait in pending_retry)
 };
 const char* host_queue_state_name(HostQueueState state) noexcept;
 
@@ -79,6 +90,9 @@ struct HostQueueOpts {
   uint16_t entries = 32;     // queue entries asked for (HSQSIZE + 1); depth = entries - 1
   uint16_t cntlid = 0xFFFF;  // I/O queues: the controller's CNTLID (CM REQ private data)
   uint32_t connect_timeout_ms = 5000;
+  memreg::KeyPolicyKind key_policy = memreg::KeyPolicyKind::global;
+  // After a QP error keep outstanding commands for resubmit_pending() instead of aborting.
+  bool keep_commands_on_error = false;
   const Clock* clock = nullptr;  // nullptr = monotonic
 };
 
@@ -91,13 +105,15 @@ struct HostQueueFailure {
 
 enum class DataDirection : uint8_t { none, host_to_controller, controller_to_host };
 
+inline constexpr uint32_t kHostMaxIovecs = 16;
+
 struct HostCommand;
 using HostCommandCallback = void (*)(HostCommand& command, const spec::Cqe& cqe);
 
 // One command slot. The owner fills `sqe` (except CID and the SGL, which submit() sets) and
 // the callback fields between get_command() and submit().
 struct HostCommand {
-  enum class State : uint8_t { free, taken, posted, done };
+  enum class State : uint8_t { free, taken, posted, pending_retry };
 
   spec::Sqe sqe{};
   // Completion: `callback` with the whole CQE when set, else `status_fn(cb_ctx, status)`.
@@ -110,9 +126,21 @@ struct HostCommand {
   State state = State::free;
   bool response_arrived = false;
   bool send_completed = false;
+  bool wait_local_inv = false;  // sagi: the response asked for a signaled LOCAL_INV
   uint16_t cid = 0;
+  uint32_t window = memreg::kNoWindow;
+  DataDirection direction = DataDirection::none;
+  uint8_t iovcnt = 0;
+  iovec iov[kHostMaxIovecs] = {};  // kept for a resend after reconnect
   spec::Cqe cqe{};
   StackNode link;
+};
+
+struct HostQueueStats {
+  uint64_t in_capsule_writes = 0;
+  uint64_t qp_errors = 0;         // times the QP went to error (not counting disconnect())
+  uint64_t bind_errors = 0;       // BIND_MW completions with an error (status 6 and others)
+  uint64_t resubmitted = 0;       // commands sent again after a reconnect
 };
 
 class HostQueue {
@@ -134,6 +162,8 @@ class HostQueue {
   uint16_t entries() const noexcept { return entries_; }   // negotiated (min of ours, CRQSIZE)
   uint32_t depth() const noexcept { return depth_; }       // commands at once: entries - 1
   uint32_t outstanding() const noexcept { return outstanding_; }
+  uint32_t pending_retry() const noexcept { return pending_retry_; }
+  const char* error_reason() const noexcept { return error_reason_; }
 
   // Writes up to this many bytes go in the capsule (0 = never). The owner sets it from the
   // controller's IOCCSZ; it is also bounded by the SGEs the QP was granted.
@@ -143,9 +173,14 @@ class HostQueue {
   HostCommand* get_command() noexcept;
   // Returns a slot taken by get_command() that will not be submitted.
   void put_command(HostCommand& command) noexcept;
+  // The slot kept for Fabrics Connect (never handed out by get_command()): the Connect of a
+  // reconnect must go out while every other slot waits in pending_retry. nullptr while in use.
+  HostCommand* reserved_command() noexcept;
   // Describes the data (buffers must come from the memory map), sets CID and SGL, queues the
-  // SEND. invalid_argument: a buffer outside registered memory, more than 16 iovecs;
-  // bad_state: not connected. On error the slot returns to the free list.
+  // SEND (after a BIND_MW under a window policy). invalid_argument: a buffer outside
+  // registered memory, more than 16 iovecs, several iovecs under a window policy; busy: no
+  // free window (deferred); bad_state: not connected. On error the slot returns to the free
+  // list (a reserved slot stays reserved).
   Result<void> submit(HostCommand& command, DataDirection direction, const iovec* iov,
                       int iovcnt) noexcept;
 
@@ -154,25 +189,48 @@ class HostQueue {
   int poll(uint32_t max_completions = 0) noexcept;
 
   // Disconnects: the QP goes to error, every WR flushes, every outstanding command's callback
-  // runs once with Command Aborted due to SQ Deletion. Idempotent. Waits (polling) at most
-  // a few seconds for the HCA to return the WRs.
+  // (pending_retry ones included) runs once with Command Aborted due to SQ Deletion.
+  // Idempotent. Waits (polling) at most a few seconds for the HCA to return the WRs.
   void disconnect() noexcept;
 
-  // Statistics.
-  uint64_t in_capsule_writes() const noexcept { return in_capsule_writes_; }
+  // After a QP error (state disconnected): a new QP, CQ and CM id to the same address and
+  // QID; drive it with progress_connect(). Commands in pending_retry keep their slots.
+  Result<void> reconnect(uint16_t cntlid) noexcept;
+  // Connected again (and Fabrics Connect done): sends every pending_retry command again,
+  // with new keys. Returns how many.
+  uint32_t resubmit_pending() noexcept;
+  // Gives up on the pending_retry commands: each completes once, aborted.
+  void abort_pending() noexcept;
+
+  // Drops the connection as a transport error would (e.g. the Fabrics Connect of a reconnect
+  // was refused): outstanding commands settle as after any QP error.
+  void fail_connection(const char* why) noexcept { enter_error(why); }
+  bool stopping() const noexcept { return stopping_; }
+  // The QP failed and the HCA is still handing WRs back (state() is still connected).
+  bool in_error() const noexcept { return in_error_; }
+
+  const HostQueueStats& stats() const noexcept { return stats_; }
+  const memreg::KeyPolicy* key_policy() const noexcept;
 
  private:
   struct Resources;
   HostQueue(verbs::Provider& provider, HostDomains& domains, const HostQueueOpts& opts);
   Result<void> start() noexcept;
-  Result<void> create_resources() noexcept;
+  Result<void> create_buffers() noexcept;
+  Result<void> create_qp() noexcept;
   void fail(Errc code, const char* reason, uint16_t reject_status = 0) noexcept;
   void handle_cm_event(const verbs::CmEvent& event) noexcept;
   void handle_completion(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept;
+  void handle_response(const verbs::WorkCompletion& wc, uint32_t* callbacks) noexcept;
+  void maybe_finish(HostCommand& command, uint32_t* callbacks) noexcept;
   void finish(HostCommand& command, uint32_t* callbacks) noexcept;
   void enter_error(const char* why, bool requested = false) noexcept;
+  void settle_after_error(uint32_t* callbacks) noexcept;
   void abort_outstanding(uint32_t* callbacks) noexcept;
   void post_receive(uint32_t index) noexcept;
+  Result<void> post_command(HostCommand& command) noexcept;
+  Result<void> post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
+                            uint32_t cid) noexcept;
 
   verbs::Provider& provider_;
   HostDomains& domains_;
@@ -181,17 +239,23 @@ class HostQueue {
   const Clock* clock_;
   HostQueueState state_ = HostQueueState::resolving;
   HostQueueFailure failure_;
+  const char* error_reason_ = "";
   uint64_t deadline_ns_ = 0;
   uint16_t entries_ = 0;
   uint32_t depth_ = 0;
-  uint32_t outstanding_ = 0;
+  uint32_t outstanding_ = 0;   // posted or pending_retry, callback not yet run
+  uint32_t pending_retry_ = 0;
   uint32_t in_capsule_limit_ = 0;
-  uint32_t send_wrs_posted_ = 0;  // SEND WRs not yet completed (signaled, so each completes)
+  uint32_t send_posted_ = 0;   // send-queue WRs posted (24-bit sequence, wraps)
+  uint32_t send_retired_ = 0;  // ... and retired (completed, or retired by a later signaled one)
   uint32_t recv_wrs_posted_ = 0;
+  bool ever_connected_ = false;
+  bool reserved_in_use_ = false;
   bool in_error_ = false;
+  bool stopping_ = false;  // disconnect() ran: no more reconnects, nothing kept for a resend
   bool doorbell_due_ = false;
   uint32_t cm_poll_countdown_ = 0;
-  uint64_t in_capsule_writes_ = 0;
+  HostQueueStats stats_;
   std::unique_ptr<Resources> res_;
   IntrusiveStack<HostCommand, &HostCommand::link> free_;
 };

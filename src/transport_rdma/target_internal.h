@@ -167,7 +167,7 @@ class RdmaPollGroup {
 
   void handle_completion(const verbs::WorkCompletion& wc) noexcept;
   void handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buffer) noexcept;
-  void retire_wr(RdmaRequest& req, const verbs::WorkCompletion& wc) noexcept;
+  void retire_wr(RdmaRequest& req, const WrContext& ctx, const verbs::WorkCompletion& wc) noexcept;
 
   void advance(RdmaRequest& req) noexcept;
   bool take_buffers(RdmaRequest& req) noexcept;

@@ -563,7 +563,7 @@ void RdmaPollGroup::handle_completion(const verbs::WorkCompletion& wc) noexcept 
     handle_recv(wc, *static_cast<RecvBuffer*>(ctx->owner));
     return;
   }
-  retire_wr(*static_cast<RdmaRequest*>(ctx->owner), wc);
+  retire_wr(*static_cast<RdmaRequest*>(ctx->owner), *ctx, wc);
 }
 
 void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buffer) noexcept {
@@ -604,26 +604,37 @@ void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buf
   advance(*req);
 }
 
-void RdmaPollGroup::retire_wr(RdmaRequest& req, const verbs::WorkCompletion& wc) noexcept {
+void RdmaPollGroup::retire_wr(RdmaRequest& req, const WrContext& ctx,
+                              const verbs::WorkCompletion& wc) noexcept {
   RdmaQpair& qpair = *req.qpair;
-  if (wc.status == verbs::WcStatus::success) {
-    // A signaled success retires this request's earlier unsignaled WRs too (IBTA ordering).
-    qpair.send_queue_used -= req.send_queue_slots;
-    req.send_queue_slots = 0;
-    req.wrs_outstanding = 0;
-  } else {
-    // In error every WR completes on its own.
-    if (req.wrs_outstanding > 0) --req.wrs_outstanding;
-    if (req.send_queue_slots > 0) {
-      --req.send_queue_slots;
-      --qpair.send_queue_used;
-    }
+  // The request's signaled WR: the response SEND, or the last RDMA READ.
+  const bool signaled_wr =
+      (req.state == RdmaRequestState::responding && &ctx == &req.wr_ctx[kWrsPerRequestMax - 1]) ||
+      (req.state == RdmaRequestState::reading && req.sgl.keyed_count > 0 &&
+       &ctx == &req.wr_ctx[req.sgl.keyed_count - 1]);
+  if (wc.status != verbs::WcStatus::success) {
     req.failed = true;
     if (wc.status != verbs::WcStatus::wr_flush_error) {
       NVMF_ERRLOG(rdma, "QP %u: %s of a command failed: %s (vendor error 0x%x)", wc.qp_num,
                   req.state == RdmaRequestState::reading ? "RDMA READ" : "send",
                   verbs::wc_status_name(wc.status), wc.vendor_error);
       begin_teardown(qpair, verbs::wc_status_name(wc.status));
+    }
+  }
+  if (wc.status == verbs::WcStatus::success || signaled_wr) {
+    // A signaled success retires this request's earlier unsignaled WRs too (IBTA ordering).
+    // In error, completions still come in order: an earlier unsignaled WR that is not back
+    // by the time the signaled one is (flushed) executed without a completion and never
+    // will have one (a data WRITE done before the QP failed), so it retires here too.
+    qpair.send_queue_used -= req.send_queue_slots;
+    req.send_queue_slots = 0;
+    req.wrs_outstanding = 0;
+  } else {
+    // In error every WR not executed yet completes on its own.
+    if (req.wrs_outstanding > 0) --req.wrs_outstanding;
+    if (req.send_queue_slots > 0) {
+      --req.send_queue_slots;
+      --qpair.send_queue_used;
     }
     if (req.wrs_outstanding > 0) return;
   }

@@ -154,8 +154,14 @@ class DmaBuffer {
 
 class HostFixture : public ::testing::Test {
  protected:
+  // Hooks for suites that need another HCA profile or target transport options.
+  virtual verbs::sim::SimOpts fabric_opts() const { return verbs::sim::SimOpts{}; }
+  virtual transport_rdma::RdmaTargetOpts transport_opts() const {
+    return transport_rdma::RdmaTargetOpts{};
+  }
+
   void SetUp() override {
-    verbs::sim::SimOpts sim_opts;
+    verbs::sim::SimOpts sim_opts = fabric_opts();
     sim_opts.clock = &harness_.clock();
     auto provider = verbs::sim::SimProvider::create(sim_opts);
     ASSERT_TRUE(provider);
@@ -192,7 +198,7 @@ class HostFixture : public ::testing::Test {
 
     auto transport = transport_rdma::RdmaTargetTransport::create(
         *target_provider_, *target_, {&harness_.reactor(0), &harness_.reactor(1)},
-        transport_rdma::RdmaTargetOpts{});
+        transport_opts());
     ASSERT_TRUE(transport);
     transport_ = std::move(*transport);
     ASSERT_TRUE(transport_->listen(kHostTargetAddress, kHostTargetPort));
