@@ -393,17 +393,23 @@ Result<std::unique_ptr<RdmaQpair>> RdmaPollGroup::make_qpair(Connection& connect
   qpair->qp = *qp;
   qpair->send_queue_size = qpair->qp->granted().max_send_wr;
 
+  // Twice the queue depth of requests: the host frees a command slot when it has the
+  // response and its own SEND completion, which can be before this side has reaped the
+  // response SEND's completion. So up to `depth` commands can be new while up to `depth`
+  // answered ones still wait for their completions here (SPDK parks such capsules instead);
+  // only a host beyond that has really overrun its queue.
+  const uint32_t request_count = uint32_t{depth} * 2;
   // Responses: one registered 16-byte slot per request.
-  auto responses = memory_->allocate(size_t{depth} * kCqeBytes, 4096);
+  auto responses = memory_->allocate(size_t{request_count} * kCqeBytes, 4096);
   if (!responses) return Unexpected(responses.error());
   qpair->response_region = std::move(*responses);
-  auto response_mr =
-      device.pd->register_memory(qpair->response_region.addr(), size_t{depth} * kCqeBytes, 0);
+  auto response_mr = device.pd->register_memory(qpair->response_region.addr(),
+                                                size_t{request_count} * kCqeBytes, 0);
   if (!response_mr) return Unexpected(response_mr.error());
   qpair->response_mr = std::move(*response_mr);
 
-  qpair->requests.reset(new RdmaRequest[depth]);  // setup-path
-  for (uint16_t i = 0; i < depth; ++i) {
+  qpair->requests.reset(new RdmaRequest[request_count]);  // setup-path
+  for (uint32_t i = 0; i < request_count; ++i) {
     RdmaRequest& req = qpair->requests[i];
     req.qpair = qpair.get();
     req.core.transport_ctx = &req;
@@ -589,7 +595,7 @@ void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buf
   }
   RdmaRequest* req = qpair->free_requests.pop_front();
   if (req == nullptr) {
-    // The host sent more commands than the queue depth it negotiated: a protocol error.
+    // More commands than twice the negotiated depth: the host overran its queue.
     NVMF_ERRLOG(rdma, "host %s overran its queue (depth %u): disconnecting",
                 qpair->connection.id->peer_address().c_str(), qpair->depth);
     repost_recv(buffer);

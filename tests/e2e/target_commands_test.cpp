@@ -2129,12 +2129,14 @@ TEST_F(TargetCommandsTest, QueueOverrunClosesOnlyThatQueue) {
   Association a = associate();
   seed_known_data(*a.io);
   Association b = associate(kOtherHostNqn);
-  // A queue of 2 entries (HSQSIZE 1, Connect SQSIZE 1) that gets 3 commands at once.
+  // A queue of 2 entries (HSQSIZE 1, Connect SQSIZE 1) that gets 5 commands at once: more
+  // than the 2 x depth requests the target keeps (a host may send `depth` new commands while
+  // `depth` answered ones still wait for the target's send completions).
   RawHost& small = new_host();
   ASSERT_TRUE(small.connect(kAddress, kPort, 2, 2, 1).established);
   ASSERT_TRUE(Ok(small.fabrics_connect(2, 2, b.cntlid, kNqn, kOtherHostNqn)));
   std::vector<spec::Sqe> flushes;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     spec::Sqe flush = spec::make_sqe(spec::nvm_opcode::flush, 0, 1);
     flush.cid = small.next_cid();
     flushes.push_back(flush);
