@@ -161,6 +161,8 @@ std::string check_options(const Options& options, Settings* settings) {
   s.verify = options.verify;
   s.json_path = options.json_path;
   s.seed = options.seed;
+  s.reconnect_delay_ms = options.reconnect_delay_ms;
+  s.ctrl_loss_timeout_ms = options.ctrl_loss_timeout_ms;
 
   if (options.io_queue_size != 0) {
     if (options.io_queue_size < 2 || options.io_queue_size > kQueueEntriesMax) {
@@ -234,6 +236,11 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   app.add_option("--io-queue-size", o.io_queue_size,
                  "entries per I/O queue (default: max(128, q x namespaces + 1))");
   app.add_option("--seed", o.seed, "seed of the random offsets and of the sim (1)");
+  app.add_option("--reconnect-delay-ms", o.reconnect_delay_ms,
+                 "after a queue pair fails, reconnect after this long (1000; the kernel's "
+                 "default of 10 s would outlast a short run)");
+  app.add_option("--ctrl-loss-timeout-ms", o.ctrl_loss_timeout_ms,
+                 "give a failed queue up after this long (600000, the kernel's default)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success&) {

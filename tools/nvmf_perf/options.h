@@ -67,6 +67,8 @@ struct Options {
   std::string log_level = "notice";  // --log-level
   uint32_t io_queue_size = 0;        // --io-queue-size; 0 = not given
   uint64_t seed = 1;                 // --seed: random offsets and the sim's choices
+  uint32_t reconnect_delay_ms = 1000;      // --reconnect-delay-ms
+  uint32_t ctrl_loss_timeout_ms = 600000;  // --ctrl-loss-timeout-ms
 };
 
 // What the run uses, every default resolved.
@@ -90,6 +92,8 @@ struct Settings {
   std::string log_level = "notice";
   uint32_t io_queue_size = 0;  // 0 = io_queue_entries() decides once ns_count is known
   uint64_t seed = 1;
+  uint32_t reconnect_delay_ms = 1000;
+  uint32_t ctrl_loss_timeout_ms = 600000;
 };
 
 // Checks the options and resolves the defaults. Returns "" and fills *settings, or a one-line

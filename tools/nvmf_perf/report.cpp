@@ -64,9 +64,11 @@ std::string format_table(const std::vector<ResultRow>& rows, const Summary& summ
   add(summary.total);
   std::snprintf(line, sizeof(line),
                 "%" PRIu64 " I/Os, %" PRIu64 " I/O errors, %" PRIu64 " verify failures, %" PRIu64
-                " reconnects, %" PRIu64 " busy retries\n",
+                " reconnects, %" PRIu64 " busy retries, %" PRIu64 " QP errors, %" PRIu64
+                " MW bind errors\n",
                 summary.total.ios, summary.total.errors, summary.total.verify_failures,
-                summary.reconnects, summary.busy_retries);
+                summary.reconnects, summary.busy_retries, summary.qp_errors,
+                summary.mw_bind_errors);
   table += line;
   return table;
 }
@@ -90,6 +92,8 @@ nlohmann::ordered_json summary_json(const Summary& summary) {
   json["reconnects"] = summary.reconnects;
   json["verify_failures"] = total.verify_failures;
   json["busy_retries"] = summary.busy_retries;
+  json["qp_errors"] = summary.qp_errors;
+  json["mw_bind_errors"] = summary.mw_bind_errors;
   return json;
 }
 

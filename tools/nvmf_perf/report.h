@@ -42,6 +42,10 @@ struct Summary {
   ResultRow total;
   uint64_t reconnects = 0;    // sum of ControllerStats::reconnects
   uint64_t busy_retries = 0;  // submits refused with busy and retried later
+  uint64_t qp_errors = 0;       // IoQpairStats::qp_errors summed over the workers' qpairs
+  uint64_t mw_bind_errors = 0;  // IoQpairStats::bind_errors, summed likewise: failed
+                                // BIND_MW completions (the 2017 race's status 6, "memory
+                                // management operation error")
 };
 
 // "[  3 s] 123456 IOPS  482.25 MiB/s  errors 0": rates from the ios and bytes of the last
@@ -50,12 +54,12 @@ std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_
                           double interval_s);
 
 // The table: a header, one line per row, the total with percentiles, and a footer with
-// reconnects and busy retries.
+// reconnects, busy retries, QP errors and memory window bind errors.
 std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary);
 
 // {"iops","mibps","lat_us":{"avg","min","max","p50","p99","p999","p9999"},"ios","errors",
-//  "reconnects","verify_failures"} in that order, then "busy_retries". Callers may append more
-// keys (e.g. "config") after these.
+//  "reconnects","verify_failures"} in that order, then "busy_retries", "qp_errors" and
+// "mw_bind_errors". Callers may append more keys (e.g. "config") after these.
 nlohmann::ordered_json summary_json(const Summary& summary);
 
 // The exit status: 0 when no I/O failed and every read verified, 1 otherwise.

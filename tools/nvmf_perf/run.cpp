@@ -228,6 +228,8 @@ int run(const Settings& settings) {
   controller_opts.io_queue_count = static_cast<uint16_t>(settings.cores);
   controller_opts.io_queue_size = static_cast<uint16_t>(queue_entries);
   controller_opts.memreg = memreg;
+  controller_opts.reconnect_delay_ms = settings.reconnect_delay_ms;
+  controller_opts.ctrl_loss_timeout_ms = settings.ctrl_loss_timeout_ms;
   auto connected = (*host)->connect(*trid, controller_opts, &message);
   if (!connected) {
     return fail(1, "cannot connect to " + trid_text + ": " +
@@ -391,6 +393,8 @@ int run(const Settings& settings) {
       worker->merge_latency_into(&total_latency);
       summary.total.elapsed_s = std::max(summary.total.elapsed_s, worker->elapsed_s());
       summary.busy_retries += worker->busy_retries();
+      summary.qp_errors += worker->qpair_stats().qp_errors;
+      summary.mw_bind_errors += worker->qpair_stats().bind_errors;
     }
     summary.total.latency = summarize_latency(total_latency);
     summary.reconnects = controller->stats().reconnects;

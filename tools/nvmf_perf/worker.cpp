@@ -285,6 +285,7 @@ void Worker::teardown() noexcept {
   stopping_ = true;  // callbacks of a disconnect must not start new I/O
   pending_.clear();
   if (qpair_) {
+    qpair_stats_ = qpair_->stats();  // the counters go with the qpair
     std::lock_guard<std::mutex> lock(*params_.controller_mutex);
     qpair_.reset();
   }

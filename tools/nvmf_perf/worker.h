@@ -88,6 +88,9 @@ class Worker {
   std::vector<ResultRow> rows() const;
   void merge_latency_into(LatencyHistogram* total) const noexcept;
   uint64_t busy_retries() const noexcept { return busy_retries_; }
+  // The qpair's counters (QP errors, bind errors, ...) as teardown() read them just before
+  // freeing it; all zero if the qpair was never allocated.
+  const host::IoQpairStats& qpair_stats() const noexcept { return qpair_stats_; }
   double elapsed_s() const noexcept;
 
  private:
@@ -143,6 +146,7 @@ class Worker {
   uint32_t in_flight_ = 0;
   bool stopping_ = false;
   uint64_t busy_retries_ = 0;
+  host::IoQpairStats qpair_stats_{};
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;
   LiveCounters live_;

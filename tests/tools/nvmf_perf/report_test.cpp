@@ -21,6 +21,8 @@ Summary sample() {
   summary.total.latency = {12.5, 3.25, 900.0, 10.0, 40.0, 80.0, 120.0};
   summary.reconnects = 1;
   summary.busy_retries = 7;
+  summary.qp_errors = 3;
+  summary.mw_bind_errors = 2;
   return summary;
 }
 
@@ -32,9 +34,11 @@ std::vector<std::string> keys(const nlohmann::ordered_json& object) {
 
 TEST(PerfReport, JsonKeysAreExact) {
   const nlohmann::ordered_json json = summary_json(sample());
+  // The fixed keys first and unchanged; newer counters only after them.
   const std::vector<std::string> expected = {"iops",   "mibps",      "lat_us",
                                              "ios",    "errors",     "reconnects",
-                                             "verify_failures", "busy_retries"};
+                                             "verify_failures", "busy_retries",
+                                             "qp_errors", "mw_bind_errors"};
   EXPECT_EQ(keys(json), expected);
   const std::vector<std::string> latency = {"avg", "min", "max", "p50", "p99", "p999", "p9999"};
   EXPECT_EQ(keys(json["lat_us"]), latency);
@@ -58,7 +62,10 @@ TEST(PerfReport, JsonValues) {
   EXPECT_EQ(json["reconnects"].get<uint64_t>(), 1u);
   EXPECT_EQ(json["verify_failures"].get<uint64_t>(), 0u);
   EXPECT_EQ(json["busy_retries"].get<uint64_t>(), 7u);
+  EXPECT_EQ(json["qp_errors"].get<uint64_t>(), 3u);
+  EXPECT_EQ(json["mw_bind_errors"].get<uint64_t>(), 2u);
   EXPECT_TRUE(json["ios"].is_number_unsigned());
+  EXPECT_TRUE(json["mw_bind_errors"].is_number_unsigned());
 }
 
 TEST(PerfReport, MoreKeysGoAfterTheFixedOnes) {
@@ -71,6 +78,8 @@ TEST(PerfReport, MoreKeysGoAfterTheFixedOnes) {
 TEST(PerfReport, EmptyRunIsZeroNotNan) {
   Summary empty;
   const nlohmann::ordered_json json = summary_json(empty);
+  EXPECT_EQ(json["qp_errors"].get<uint64_t>(), 0u);
+  EXPECT_EQ(json["mw_bind_errors"].get<uint64_t>(), 0u);
   EXPECT_EQ(json["iops"].get<double>(), 0.0);
   EXPECT_EQ(json["mibps"].get<double>(), 0.0);
   EXPECT_EQ(summarize_latency(LatencyHistogram()).p99, 0.0);
@@ -108,6 +117,8 @@ TEST(PerfReport, TableHasRowsTotalAndCounters) {
   EXPECT_NE(table.find("66666.67"), std::string::npos) << table;
   EXPECT_NE(table.find("1 reconnects"), std::string::npos) << table;
   EXPECT_NE(table.find("7 busy retries"), std::string::npos) << table;
+  EXPECT_NE(table.find("3 QP errors"), std::string::npos) << table;
+  EXPECT_NE(table.find("2 MW bind errors"), std::string::npos) << table;
 }
 
 TEST(PerfReport, ExitStatus) {
@@ -118,6 +129,12 @@ TEST(PerfReport, ExitStatus) {
   summary.total.errors = 0;
   summary.total.verify_failures = 1;
   EXPECT_EQ(summary_exit_status(summary), 1);
+  // QP errors the qpair recovered from (every I/O resent and completed) fail nothing by
+  // themselves: the I/O errors and verify failures decide.
+  summary.total.verify_failures = 0;
+  summary.qp_errors = 4;
+  summary.mw_bind_errors = 4;
+  EXPECT_EQ(summary_exit_status(summary), 0);
 }
 
 }  // namespace
