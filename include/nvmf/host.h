@@ -294,6 +294,8 @@ class Namespace {
 
  private:
   Result<void> check_range(uint64_t lba, uint32_t blocks) const noexcept;
+  Result<void> check_transfer(const IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba,
+                              uint32_t blocks) const noexcept;
   uint32_t nsid_;
   uint32_t block_size_;
   uint64_t block_count_;
@@ -343,6 +345,7 @@ class IoQpair {
 
   struct Impl;
   Impl& impl() noexcept { return *impl_; }
+  const Impl& impl_const() const noexcept { return *impl_; }
   explicit IoQpair(std::unique_ptr<Impl> impl);
 
  private:

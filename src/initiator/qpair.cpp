@@ -339,8 +339,8 @@ Result<void> Namespace::check_range(uint64_t lba, uint32_t blocks) const noexcep
   return {};
 }
 
-Result<void> Namespace::readv(IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba,
-                              uint32_t blocks, IoCallback cb, void* cb_ctx) noexcept {
+Result<void> Namespace::check_transfer(const IoQpair& qpair, const iovec* iov, int iovcnt,
+                                       uint64_t lba, uint32_t blocks) const noexcept {
   auto range = check_range(lba, blocks);
   if (!range) return range;
   uint64_t total = 0;
@@ -348,10 +348,17 @@ Result<void> Namespace::readv(IoQpair& qpair, const iovec* iov, int iovcnt, uint
   if (iovcnt < 1 || total != uint64_t{blocks} * block_size_) {
     return Unexpected(Errc::invalid_argument, "iovecs must add up to blocks x block size");
   }
-  const uint32_t limit = qpair.impl().max_transfer_bytes;
+  const uint32_t limit = qpair.impl_const().max_transfer_bytes;
   if (limit != 0 && total > limit) {
     return Unexpected(Errc::invalid_argument, "larger than the controller's MDTS");
   }
+  return {};
+}
+
+Result<void> Namespace::readv(IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba,
+                              uint32_t blocks, IoCallback cb, void* cb_ctx) noexcept {
+  auto checked = check_transfer(qpair, iov, iovcnt, lba, blocks);
+  if (!checked) return checked;
   spec::Sqe sqe = spec::make_sqe(spec::nvm_opcode::read, 0, nsid_);
   spec::rw_set_range(sqe, lba, blocks);
   return submit(qpair, sqe, DataDirection::controller_to_host, iov, iovcnt, cb, cb_ctx);
@@ -359,17 +366,8 @@ Result<void> Namespace::readv(IoQpair& qpair, const iovec* iov, int iovcnt, uint
 
 Result<void> Namespace::writev(IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba,
                                uint32_t blocks, IoCallback cb, void* cb_ctx) noexcept {
-  auto range = check_range(lba, blocks);
-  if (!range) return range;
-  uint64_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
-  if (iovcnt < 1 || total != uint64_t{blocks} * block_size_) {
-    return Unexpected(Errc::invalid_argument, "iovecs must add up to blocks x block size");
-  }
-  const uint32_t limit = qpair.impl().max_transfer_bytes;
-  if (limit != 0 && total > limit) {
-    return Unexpected(Errc::invalid_argument, "larger than the controller's MDTS");
-  }
+  auto checked = check_transfer(qpair, iov, iovcnt, lba, blocks);
+  if (!checked) return checked;
   spec::Sqe sqe = spec::make_sqe(spec::nvm_opcode::write, 0, nsid_);
   spec::rw_set_range(sqe, lba, blocks);
   return submit(qpair, sqe, DataDirection::host_to_controller, iov, iovcnt, cb, cb_ctx);
