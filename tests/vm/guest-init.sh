@@ -19,6 +19,7 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs -o mode=0755 tmpfs /run
+modprobe configfs 2>/dev/null || true   # a module in Debian's kernel: nvmet needs it mounted
 mount -t configfs configfs /sys/kernel/config 2>/dev/null || true
 hostname nvmf-vm
 ip link set lo up

@@ -1,0 +1,43 @@
+# Sourced by VM scenarios: one nvmf_perf run against a subsystem at $ADDR:4420, checked from
+# its --json output. Needs step() and fail() from the caller and ADDR (lib/rxe.sh); set PERF
+# (the binary), PERF_SECONDS (-t) and PERF_LOGS (where each run's NAME.log and NAME.json go:
+# the scenario's logs/ folder in the results) first. A caller may define perf_on_failure() to
+# show more when a run fails.
+PERF_RUNS=0
+PERF_SUMMARY=""
+
+# perf_run NAME NQN ARGS...: nvmf_perf -r ... ARGS -t PERF_SECONDS; it must exit 0 and its JSON
+# must show I/O and zero errors, verify failures, reconnects, QP errors and MW bind errors.
+# One summary line per run joins PERF_SUMMARY.
+perf_run() {
+  local name="$1" nqn="$2"
+  shift 2
+  local trid="trtype:RDMA adrfam:IPv4 traddr:$ADDR trsvcid:4420 subnqn:$nqn"
+  step "$name: nvmf_perf -r '$trid' $* -t $PERF_SECONDS"
+  local rc=0 json="$PERF_LOGS/$name.json"
+  timeout 60 "$PERF" -r "$trid" "$@" -t "$PERF_SECONDS" --json "$json" \
+    >"$PERF_LOGS/$name.log" 2>&1 || rc=$?
+  grep -v -E '^\[ *[0-9]+ s\]' "$PERF_LOGS/$name.log" || true   # all but the per-second lines
+  if [ "$rc" -ne 0 ]; then
+    ! declare -F perf_on_failure >/dev/null || perf_on_failure
+    fail "$name: nvmf_perf exited $rc"
+  fi
+  local line
+  line="$(python3 - "$json" "$name" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+trouble = {k: r.get(k, 0) for k in
+           ("errors", "verify_failures", "reconnects", "qp_errors", "mw_bind_errors")}
+print(f"{sys.argv[2]:<20} {r['iops']:6.0f} IOPS {r['ios']:7d} I/Os  p99 {r['lat_us']['p99']:8.0f} us  "
+      + " ".join(f"{k} {v}" for k, v in trouble.items()))
+sys.exit(0 if r["ios"] > 0 and not any(trouble.values()) else 1)
+PY
+)" || { echo "$line"; fail "$name: I/O errors, verify failures or no I/O: $line"; }
+  PERF_SUMMARY+="$line"$'\n'
+  PERF_RUNS=$((PERF_RUNS + 1))
+}
+
+# perf_table NAME: nvmf_perf's results table of run NAME (header to the "N I/Os, ..." line).
+perf_table() {
+  sed -n '/^ *IOPS  *MiB\/s/,/ I\/Os, /p' "$PERF_LOGS/$1.log"
+}
