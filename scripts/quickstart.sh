@@ -54,7 +54,7 @@ else
   rc=0
   tests/vm/vm-run.sh --build-dir "$BUILD_DIR" --results "$results" quickstart_rxe || rc=$?
   if [ "$rc" -eq 0 ] && grep -q "quickstart_rxe: PASS" "$results/scenario.log"; then
-    sed -n '/quickstart_rxe: nvmf_perf/,/quickstart_rxe: PASS/p' "$results/scenario.log"
+    echo "quickstart: the main job passed over soft-RoCE (nvmf_perf's table above)"
   elif [ "$rc" -eq 77 ]; then
     echo "quickstart: the VM cannot run here (see above): only the simulated HCA below"
   else
