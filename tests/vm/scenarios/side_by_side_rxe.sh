@@ -1,0 +1,301 @@
+#!/bin/bash
+# VM benchmark scenario (label bench, not vm: ctest -L bench, never in CI): the two NVMe/RDMA
+# hosts against the two targets over soft-RoCE, side by side in ONE guest boot, so that the
+# ratios between them mean something (under TCG absolute figures move by 2x from boot to boot).
+#
+# Targets (each serving a 1 GiB namespace of 4 KiB blocks that discards writes):
+#   kernel   nvmet + nvmet-rdma through configfs, null_blk namespace, port $ADDR:4420
+#   poll     our nvmf_tgt, null bdev, --mode poll, 1 reactor, port $ADDR:4421
+#   intr     our nvmf_tgt, null bdev, --mode interrupt, 1 reactor, port $ADDR:4421
+# Hosts:
+#   kernel   nvme-rdma (nvme connect) + fio, ioengine=libaio, direct=1 on /dev/nvmeXnY
+#   ours     nvmf_perf -r ... (one worker thread, polling)
+# Workloads (4 KiB, SECONDS each):
+#   randread QD32 x 2 jobs    fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
+#   randrw 70/30 QD32 x 2     fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64 -M 70
+#   randwrite QD32 x 2        fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
+#   randread QD8 x 1          fio --numjobs=1 --iodepth=8;    nvmf_perf -c 1 -q 8
+# nvmf_perf runs one worker at the same total queue depth (64) rather than -c 2: its workers
+# poll, and two of them would take both of the guest's vCPUs (three spinning threads with a
+# polling target).
+# CPU time (seconds of CPU over the run, clock ticks of 10 ms):
+#   target CPU  ours: nvmf_tgt's utime+stime (/proc/PID/stat) over the run; the kernel target:
+#               the guest's sys+irq+softirq time (/proc/stat) over the run minus the host
+#               process's own sys time, so it also holds rxe's packet work for both sides and
+#               the kernel host's completion path (softirq): an upper bound
+#   host CPU    fio's or nvmf_perf's usr+sys, from the waiting subshell's cutime+cstime
+#   guest busy  all non-idle time of both vCPUs (/proc/stat); at most 2 x wall
+# Prints a markdown table at the end (also results/logs/side_by_side.md). Fails only when a run
+# fails or does no I/O; the figures are measured, not judged.
+#   side_by_side_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS (6)]]]   (binaries: default from NVMF_BUILD_DIR)
+# Runs inside the guest only (vm-run.sh side_by_side_rxe).
+set -euo pipefail
+
+step() { echo "== [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
+fail() { echo "side_by_side_rxe: FAIL: $*"; exit 1; }
+
+[ "${NVMF_VM_SCENARIO:-}" = side_by_side_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh side_by_side_rxe"
+tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
+perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
+seconds="${3:-6}"
+[ -x "$tgt" ] || fail "not built: $tgt"
+[ -x "$perf" ] || fail "not built: $perf"
+for tool in nvme fio python3; do
+  command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs it)"
+done
+
+# shellcheck source=lib/rxe.sh
+source "$(dirname "$0")/lib/rxe.sh"
+# shellcheck source=lib/nvmf_tgt.sh
+source "$(dirname "$0")/lib/nvmf_tgt.sh"
+modprobe nvme-rdma
+
+readonly KNQN=nqn.2014-08.io.nvmf-vm:bench-null OURNQN=nqn.2026-11.io.nvmf-vm:bench-null
+readonly KPORT=4420 OURPORT=4421
+readonly NVMET=/sys/kernel/config/nvmet
+readonly BLOCKS=262144   # x 4 KiB = 1 GiB, both targets
+logs="${RESULTS:-/nvmf-vm}/logs"   # kept in the results folder on the host
+rm -rf "$logs"
+mkdir -p "$logs"
+results="$logs/results.tsv"
+: >"$results"
+
+# --- measurement -------------------------------------------------------------------------
+TGT_PID_NOW=""   # the running nvmf_tgt's pid, empty for the kernel target
+proc_cpu() {     # PID -> utime+stime in ticks
+  local stat
+  read -r stat <"/proc/$1/stat"
+  stat="${stat##*) }"   # from field 3 (state) on: utime is word 12, stime 13
+  awk '{ print $12 + $13 }' <<<"$stat"
+}
+guest_cpu() {    # -> "SYS+IRQ+SOFTIRQ BUSY" of all vCPUs in ticks
+  awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+}
+
+# measure WORKLOAD HOST TARGET KIND JSON CMD...: runs CMD (fio or nvmf_perf writing JSON) and
+# appends one line to $results: workload host target iops tgt_cpu host_cpu busy wall.
+measure() {
+  local workload="$1" host="$2" target="$3" kind="$4" json="$5"
+  shift 5
+  local t0 t1 g0 g1 p0=0 p1=0 rc=0 child
+  read -r -a g0 <<<"$(guest_cpu)"
+  [ -z "$TGT_PID_NOW" ] || p0="$(proc_cpu "$TGT_PID_NOW")"
+  t0="$(date +%s.%N)"
+  # The subshell waits for CMD, then reads its own cutime and cstime (words 14, 15 from state).
+  read -r -a child <<<"$( (timeout $((seconds + 60)) "$@" >"$json.out" 2>&1 || echo "rc=$?" >&2
+             read -r stat <"/proc/$BASHPID/stat"; stat="${stat##*) }"
+             awk '{ print $14, $15 }' <<<"$stat") 2>"$json.rc")" || rc=$?
+  [ "${#child[@]}" -eq 2 ] || rc=1
+  t1="$(date +%s.%N)"
+  [ -z "$TGT_PID_NOW" ] || p1="$(proc_cpu "$TGT_PID_NOW")"
+  read -r -a g1 <<<"$(guest_cpu)"
+  if [ -s "$json.rc" ] || [ "$rc" -ne 0 ]; then
+    cat "$json.out" "$json.rc"
+    fail "$workload, $host host -> $target target: the run failed"
+  fi
+  python3 - "$kind" "$json" "$workload" "$host" "$target" "$t0" "$t1" \
+    "${g0[0]}" "${g1[0]}" "${g0[1]}" "${g1[1]}" "$p0" "$p1" "${child[@]}" >>"$results" <<'PY' ||
+import json, sys
+kind, path, workload, host, target = sys.argv[1:6]
+t0, t1 = float(sys.argv[6]), float(sys.argv[7])
+sys0, sys1, busy0, busy1, p0, p1, cut, cst = (int(x) for x in sys.argv[8:16])
+hz = 100.0
+if kind == "fio":
+    job = json.load(open(path))["jobs"][0]
+    if job["error"]:
+        sys.exit(f"fio error {job['error']}")
+    iops = job["read"]["iops"] + job["write"]["iops"]
+else:
+    r = json.load(open(path))
+    if r["errors"] or r["qp_errors"] or r["reconnects"] or r["mw_bind_errors"]:
+        sys.exit(f"nvmf_perf trouble: {r}")
+    iops = r["iops"]
+if iops <= 0:
+    sys.exit("no I/O")
+if target == "kernel":   # the guest's kernel time less what is charged to the host process
+    tgt = max(0, (sys1 - sys0) - cst) / hz
+else:
+    tgt = (p1 - p0) / hz
+print(f"{workload}\t{host}\t{target}\t{iops:.0f}\t{tgt:.2f}\t{(cut + cst) / hz:.2f}\t"
+      f"{(busy1 - busy0) / hz:.2f}\t{t1 - t0:.1f}")
+PY
+    { cat "$json.out"; fail "$workload, $host host -> $target target: no usable result (above)"; }
+  tail -n 1 "$results"
+}
+
+# The four workloads: NAME FIO_ARGS | PERF_ARGS
+readonly WORKLOADS=(rr32x2 mix32x2 wr32x2 rr8x1)
+fio_args() {
+  case "$1" in
+    rr32x2) echo "--rw=randread --iodepth=32 --numjobs=2" ;;
+    mix32x2) echo "--rw=randrw --rwmixread=70 --iodepth=32 --numjobs=2" ;;
+    wr32x2) echo "--rw=randwrite --iodepth=32 --numjobs=2" ;;
+    rr8x1) echo "--rw=randread --iodepth=8 --numjobs=1" ;;
+  esac
+}
+perf_args() {
+  case "$1" in
+    rr32x2) echo "-w randread -q 64 -c 1" ;;
+    mix32x2) echo "-w randrw -M 70 -q 64 -c 1" ;;
+    wr32x2) echo "-w randwrite -q 64 -c 1" ;;
+    rr8x1) echo "-w randread -q 8 -c 1" ;;
+  esac
+}
+
+# disk_of NQN: the kernel host's namespace block device (nvmeXnY) for NQN; empty if none.
+disk_of() {
+  local dir name
+  for dir in /sys/block/nvme*; do
+    name="$(basename "$dir")"
+    [[ "$name" =~ ^nvme[0-9]+n[0-9]+$ ]] || continue
+    [ "$(cat "$dir/device/subsysnqn" 2>/dev/null)" = "$1" ] && { echo "$name"; return; }
+  done
+  true
+}
+
+# kernel_host TARGET PORT NQN: nvme connect, fio for each workload, nvme disconnect.
+kernel_host() {
+  local target="$1" port="$2" nqn="$3" disk="" w _
+  step "kernel host -> $target target: nvme connect -t rdma -a $ADDR -s $port -n $nqn"
+  timeout 60 nvme connect -t rdma -a "$ADDR" -s "$port" -n "$nqn" || fail "nvme connect to $target failed"
+  for _ in $(seq 1 100); do
+    disk="$(disk_of "$nqn")"
+    [ -n "$disk" ] && [ -b "/dev/$disk" ] && break
+    sleep 0.1
+  done
+  { [ -n "$disk" ] && [ -b "/dev/$disk" ]; } || fail "no namespace block device after nvme connect to $target"
+  for w in "${WORKLOADS[@]}"; do
+    step "kernel host -> $target target: $w: fio $(fio_args "$w") (/dev/$disk, ${seconds}s)"
+    # shellcheck disable=SC2046
+    measure "$w" kernel "$target" fio "$logs/$w-kernel-$target.json" \
+      fio --name="$w" --filename="/dev/$disk" --ioengine=libaio --direct=1 --bs=4k \
+        $(fio_args "$w") --group_reporting --time_based --runtime="$seconds" \
+        --output-format=json --output="$logs/$w-kernel-$target.json"
+  done
+  timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect from $target failed"
+}
+
+# our_host TARGET PORT NQN: nvmf_perf for each workload.
+our_host() {
+  local target="$1" port="$2" nqn="$3" w
+  local trid="trtype:RDMA adrfam:IPv4 traddr:$ADDR trsvcid:$port subnqn:$nqn"
+  for w in "${WORKLOADS[@]}"; do
+    step "our host -> $target target: $w: nvmf_perf -r '$trid' $(perf_args "$w") -o 4096 -t $seconds"
+    # shellcheck disable=SC2046
+    measure "$w" ours "$target" perf "$logs/$w-ours-$target.json" \
+      "$perf" -r "$trid" $(perf_args "$w") -o 4096 -t "$seconds" --json "$logs/$w-ours-$target.json"
+  done
+}
+
+# --- the kernel target --------------------------------------------------------------------
+step "kernel target: nvmet-rdma through configfs, $KNQN (null_blk, 4 KiB, 1 GiB), port $ADDR:$KPORT"
+modprobe null_blk nr_devices=1 gb=1 bs=4096
+modprobe nvmet
+modprobe nvmet-rdma
+mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config
+[ -d "$NVMET" ] || fail "no $NVMET after modprobe nvmet"
+for _ in $(seq 1 50); do [ -b /dev/nullb0 ] && break; sleep 0.1; done
+[ -b /dev/nullb0 ] || fail "no /dev/nullb0 after modprobe null_blk"
+sub="$NVMET/subsystems/$KNQN"
+mkdir "$sub"
+echo 1 >"$sub/attr_allow_any_host"
+mkdir "$sub/namespaces/1"
+echo -n /dev/nullb0 >"$sub/namespaces/1/device_path"
+echo 1 >"$sub/namespaces/1/enable"
+port="$NVMET/ports/1"
+mkdir "$port"
+echo rdma >"$port/addr_trtype"
+echo ipv4 >"$port/addr_adrfam"
+echo "$ADDR" >"$port/addr_traddr"
+echo "$KPORT" >"$port/addr_trsvcid"
+ln -s "$sub" "$port/subsystems/$KNQN"
+
+kernel_host kernel "$KPORT" "$KNQN"
+our_host kernel "$KPORT" "$KNQN"
+
+step "kernel target: tearing down"
+rm "$port/subsystems/$KNQN"
+rmdir "$port"
+echo 0 >"$sub/namespaces/1/enable"
+rmdir "$sub/namespaces/1"
+rmdir "$sub"
+
+# --- our target, poll mode then interrupt mode --------------------------------------------
+cat >"$logs/nvmf_tgt.json" <<EOF
+{
+  "transports": [ { "type": "rdma" } ],
+  "bdevs": [ { "type": "null", "name": "Null0", "block_size": 4096, "num_blocks": $BLOCKS } ],
+  "subsystems": [
+    { "nqn": "$OURNQN", "serial_number": "NVMFVMBENCH01", "allow_any_host": true,
+      "namespaces": [ { "nsid": 1, "bdev": "Null0" } ],
+      "listeners": [ { "adrfam": "ipv4", "traddr": "$ADDR", "trsvcid": "$OURPORT" } ] }
+  ]
+}
+EOF
+for mode in poll interrupt; do
+  target="$mode"
+  [ "$mode" = interrupt ] && target=intr
+  step "our target: nvmf_tgt --mode $mode --reactors 1, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
+  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$mode.log" --mode "$mode" --reactors 1
+  TGT_PID_NOW="$TGT_PID"
+  sleep 1
+  # Idle cost, per thread: "name ticks" for each thread over about 2 s of wall time.
+  idle_threads() {
+    local task stat
+    for task in /proc/"$TGT_PID"/task/*; do
+      read -r stat <"$task/stat" || continue
+      awk -v t="$(basename "$task")" '{ print t, $12 + $13 }' <<<"${stat##*) }"
+    done
+  }
+  idle0="$(idle_threads)" t0="$(date +%s.%N)"
+  sleep 2
+  idle1="$(idle_threads)" t1="$(date +%s.%N)"
+  python3 - "$mode" "$t0" "$t1" "$idle0" "$idle1" <<'PY'
+import sys
+mode, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+a = dict(l.split() for l in sys.argv[4].splitlines())
+b = dict(l.split() for l in sys.argv[5].splitlines())
+per = {t: (int(b[t]) - int(a.get(t, 0))) / 100.0 for t in b}
+busy = ", ".join(f"thread {t} {v:.2f} s" for t, v in sorted(per.items()) if v > 0) or "no thread"
+print(f"nvmf_tgt --mode {mode} idle: {sum(per.values()):.2f} s of CPU in {t1 - t0:.2f} s of "
+      f"wall time ({len(per)} threads; {busy})")
+PY
+  kernel_host "$target" "$OURPORT" "$OURNQN"
+  our_host "$target" "$OURPORT" "$OURNQN"
+  step "our target ($mode): stopping"
+  tgt_stop
+  tgt_check_log
+  TGT_PID_NOW=""
+done
+
+# --- the table ----------------------------------------------------------------------------
+python3 - "$results" "$seconds" >"$logs/side_by_side.md" <<'PY'
+import sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+seconds = sys.argv[2]
+names = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2",
+         "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
+hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf)"}
+targets = {"kernel": "kernel (nvmet, null_blk)", "poll": "ours, poll", "intr": "ours, interrupt"}
+base = {r[0]: float(r[3]) for r in rows if r[1] == "kernel" and r[2] == "kernel"}
+print(f"{seconds} s per run, 4 KiB I/O; CPU in seconds over the run (wall); guest busy is "
+      "both vCPUs' non-idle time.\n")
+print("| workload | host | target | IOPS | vs kernel/kernel | target CPU s | host CPU s "
+      "| guest busy s | wall s |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+order = {w: i for i, w in enumerate(names)}
+hord = {h: i for i, h in enumerate(hosts)}
+tord = {t: i for i, t in enumerate(targets)}
+for w, h, t, iops, tcpu, hcpu, busy, wall in sorted(
+        rows, key=lambda r: (order[r[0]], hord[r[1]], tord[r[2]])):
+    ratio = f"{float(iops) / base[w]:.2f}" if base.get(w) else "-"
+    tmark = "*" if t == "kernel" else ""
+    print(f"| {names[w]} | {hosts[h]} | {targets[t]} | {int(iops):,} | {ratio} | {tcpu}{tmark} "
+          f"| {hcpu} | {busy} | {wall} |")
+print("\n\\* kernel target: the guest's sys+irq+softirq time less the host process's own sys "
+      "time, so it also counts rxe's packet work for both sides (an upper bound).")
+PY
+step "results"
+echo "side_by_side_rxe: table (also in $logs/side_by_side.md):"
+cat "$logs/side_by_side.md"
+echo "side_by_side_rxe: PASS: $(wc -l <"$results") runs"
