@@ -152,7 +152,10 @@ Result<void> HostQueue::start() noexcept {
   if (!id) return Unexpected(id.error());
   res_->id = std::move(*id);
   deadline_ns_ = clock_->now_ns() + uint64_t{opts_.connect_timeout_ms} * 1000 * 1000;
-  const int timeout_ms = static_cast<int>(std::min<uint32_t>(opts_.connect_timeout_ms, 60000));
+  // rdma_cm on the 6.1 kernel reports a resolved address only when this timeout expires if
+  // the peer needed ARP (seen in the VM tier), so it must be well inside the connect deadline:
+  // 2 s, rping's value, leaves the rest of it for the route and the connect.
+  const int timeout_ms = static_cast<int>(std::min<uint32_t>(opts_.connect_timeout_ms, 2000));
   auto resolved = res_->id->resolve(opts_.address, opts_.port, timeout_ms);
   if (!resolved) return Unexpected(resolved.error());
   state_ = HostQueueState::resolving;
