@@ -693,13 +693,11 @@ void HostQueue::enter_error(const char* why, bool requested) noexcept {
   if (res_->id != nullptr) (void)res_->id->disconnect();
 }
 
-void HostQueue::abort_outstanding(uint32_t* callbacks) noexcept {
+void HostQueue::abort_outstanding(uint32_t* callbacks, bool pending_only) noexcept {
   for (HostCommand& command : res_->commands) {
-    if (command.state != HostCommand::State::posted &&
-        command.state != HostCommand::State::pending_retry) {
-      continue;
-    }
-    if (command.state == HostCommand::State::pending_retry) --pending_retry_;
+    const bool pending = command.state == HostCommand::State::pending_retry;
+    if (!pending && (pending_only || command.state != HostCommand::State::posted)) continue;
+    if (pending) --pending_retry_;
     if (command.window != memreg::kNoWindow) res_->keys->on_abandoned(command.window);
     command.window = memreg::kNoWindow;
     command.state = HostCommand::State::posted;
@@ -782,7 +780,7 @@ void HostQueue::disconnect() noexcept {
       }
     }
   }
-  abort_pending();
+  // Whatever is left (pending_retry commands, or posted ones the HCA never returned).
   uint32_t callbacks = 0;
   abort_outstanding(&callbacks);
 }
@@ -790,13 +788,7 @@ void HostQueue::disconnect() noexcept {
 void HostQueue::abort_pending() noexcept {
   if (pending_retry_ == 0) return;
   uint32_t callbacks = 0;
-  for (HostCommand& command : res_->commands) {
-    if (command.state != HostCommand::State::pending_retry) continue;
-    --pending_retry_;
-    command.state = HostCommand::State::posted;
-    command.cqe = make_aborted_cqe(command, opts_.qid);
-    finish(command, &callbacks);
-  }
+  abort_outstanding(&callbacks, true);
 }
 
 Result<void> HostQueue::reconnect(uint16_t cntlid) noexcept {

@@ -226,7 +226,9 @@ class HostQueue {
   void finish(HostCommand& command, uint32_t* callbacks) noexcept;
   void enter_error(const char* why, bool requested = false) noexcept;
   void settle_after_error(uint32_t* callbacks) noexcept;
-  void abort_outstanding(uint32_t* callbacks) noexcept;
+  // Completes outstanding commands once, aborted (a response that came stands): posted and
+  // pending_retry ones, or only the pending_retry ones.
+  void abort_outstanding(uint32_t* callbacks, bool pending_only = false) noexcept;
   void post_receive(uint32_t index) noexcept;
   Result<void> post_command(HostCommand& command) noexcept;
   Result<void> post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
