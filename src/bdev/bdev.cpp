@@ -213,9 +213,22 @@ Bdev::Bdev(Params params) noexcept
       io_types_(params.io_types & kAllIoTypes),
       queue_depth_max_(params.queue_depth_max),
       buffer_alignment_bytes_(params.buffer_alignment_bytes),
-      clock_(params.clock) {
+      clock_(params.clock),
+      nguid_(params.nguid),
+      eui64_(params.eui64) {
   assert(clock_ != nullptr);
   assert(is_power_of_two(buffer_alignment_bytes_));
+}
+
+void Bdev::set_removed_callback(RemovedFn fn, void* ctx) noexcept {
+  removed_fn_ = fn;
+  removed_ctx_ = ctx;
+}
+
+void Bdev::notify_removed() noexcept {
+  if (removed_.exchange(true, std::memory_order_acq_rel)) return;
+  NVMF_WARNLOG(bdev, "bdev '%s' (%s): device removed", name_.c_str(), backend_name_);
+  if (removed_fn_ != nullptr) removed_fn_(removed_ctx_, *this);
 }
 
 Bdev::~Bdev() {

@@ -215,6 +215,9 @@ class Bdev {
     uint32_t queue_depth_max = 0;
     uint32_t buffer_alignment_bytes = 1;  // a power of two
     const Clock* clock = nullptr;
+    // Identifiers the device itself reports (nvme: Identify Namespace); all zero: none.
+    std::array<uint8_t, 16> nguid{};
+    std::array<uint8_t, 8> eui64{};
   };
 
   Bdev(const Bdev&) = delete;
@@ -239,6 +242,16 @@ class Bdev {
   // calls). Errors: no_memory, or the backend's resource errors (io_uring setup, eventfd).
   [[nodiscard]] virtual Result<std::unique_ptr<IoChannel>> create_channel() noexcept = 0;
 
+  const std::array<uint8_t, 16>& nguid() const noexcept { return nguid_; }
+  const std::array<uint8_t, 8>& eui64() const noexcept { return eui64_; }
+
+  // Hot removal. The backend calls notify_removed() once when the device is gone (any
+  // thread: nvme's recovery thread); the callback then runs on that thread, so it must only do
+  // thread-safe things (the target removes the namespaces on the bdev). I/O after that fails.
+  using RemovedFn = void (*)(void* ctx, Bdev& bdev);
+  void set_removed_callback(RemovedFn fn, void* ctx) noexcept;  // setup path, before I/O
+  bool removed() const noexcept { return removed_.load(std::memory_order_acquire); }
+
   // Any thread. Sums the counters of live channels with those of destroyed ones; a channel in
   // the middle of poll() may be counted partly (counters are read one by one).
   IoStats stats() const noexcept;
@@ -249,6 +262,7 @@ class Bdev {
   explicit Bdev(Params params) noexcept;
 
   const Clock& clock() const noexcept { return *clock_; }
+  void notify_removed() noexcept;
 
  private:
   friend class IoChannel;
@@ -262,6 +276,11 @@ class Bdev {
   uint32_t queue_depth_max_;
   uint32_t buffer_alignment_bytes_;
   const Clock* clock_;
+  std::array<uint8_t, 16> nguid_;
+  std::array<uint8_t, 8> eui64_;
+  std::atomic<bool> removed_{false};
+  RemovedFn removed_fn_ = nullptr;
+  void* removed_ctx_ = nullptr;
 
   // Setup path only: channels come and go under this lock; stats() reads under it.
   mutable std::mutex channels_mutex_;

@@ -7,7 +7,7 @@
 #include <rte_log.h>
 #include <rte_memory.h>
 #include <rte_memzone.h>
-#include <rte_vfio.h>
+#include <rte_vfio.h>  // includes <linux/vfio.h> for struct vfio_device_info
 
 #include <sched.h>
 #include <unistd.h>
@@ -359,6 +359,42 @@ IovaMode DpdkMemoryBackend::iova_mode() const noexcept {
 
 bool DpdkMemoryBackend::vfio_enabled() const noexcept {
   return rte_vfio_is_enabled("vfio_pci") == 1;
+}
+
+Result<int> DpdkMemoryBackend::vfio_open_device(const std::string& pci_address) noexcept {
+  if (!vfio_enabled()) {
+    return Unexpected(Errc::not_supported,
+                      "VFIO is not enabled in DPDK: load vfio-pci (scripts/setup.sh) before start");
+  }
+  const std::string driver_link = "/sys/bus/pci/devices/" + pci_address + "/driver";
+  char target[256] = {};
+  const ssize_t length = readlink(driver_link.c_str(), target, sizeof(target) - 1);
+  if (length <= 0) {
+    NVMF_ERRLOG(env, "%s: no such PCI function, or it has no driver (see scripts/setup.sh)",
+                pci_address.c_str());
+    return Unexpected(Errc::not_found, "PCI function not found or not bound");
+  }
+  const char* driver = std::strrchr(target, '/');
+  if (driver == nullptr || std::strcmp(driver + 1, "vfio-pci") != 0) {
+    NVMF_ERRLOG(env, "%s is bound to %s, not vfio-pci: run scripts/setup.sh", pci_address.c_str(),
+                driver == nullptr ? target : driver + 1);
+    return Unexpected(Errc::not_found, "PCI function not bound to vfio-pci");
+  }
+  int device_fd = -1;
+  vfio_device_info info{};
+  info.argsz = sizeof(info);
+  if (rte_vfio_setup_device("/sys/bus/pci/devices", pci_address.c_str(), &device_fd, &info) != 0) {
+    NVMF_ERRLOG(env, "rte_vfio_setup_device(%s) failed (see DPDK's messages above)",
+                pci_address.c_str());
+    return Unexpected(Errc::io_error, "rte_vfio_setup_device failed");
+  }
+  return device_fd;
+}
+
+void DpdkMemoryBackend::vfio_close_device(const std::string& pci_address, int device_fd) noexcept {
+  if (rte_vfio_release_device("/sys/bus/pci/devices", pci_address.c_str(), device_fd) != 0) {
+    NVMF_WARNLOG(env, "rte_vfio_release_device(%s) failed", pci_address.c_str());
+  }
 }
 
 Result<DmaRegion> DpdkMemoryBackend::allocate(size_t size_bytes, size_t alignment_bytes) noexcept {

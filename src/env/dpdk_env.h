@@ -110,6 +110,16 @@ class DpdkMemoryBackend final : public MemoryBackend {
   Result<void> vfio_dma_map(const DmaRegion& region) noexcept;
   Result<void> vfio_dma_unmap(const DmaRegion& region) noexcept;
 
+  // Opens a PCI function bound to vfio-pci through rte_vfio_setup_device(): its IOMMU group
+  // joins DPDK's default container, which maps every EAL memory segment for DMA (so regions
+  // from allocate() are reachable at their iova()), and the VFIO device fd comes back for
+  // the PCIe driver's own register and config-space access. Setup path.
+  // Errors: not_supported (VFIO not enabled in DPDK), not_found (no such function, or not
+  // bound to vfio-pci; the log says which), io_error.
+  Result<int> vfio_open_device(const std::string& pci_address) noexcept;
+  // rte_vfio_release_device(): closes the fd and lets the group go.
+  void vfio_close_device(const std::string& pci_address, int device_fd) noexcept;
+
   const DpdkOpts& opts() const noexcept { return opts_; }
   // The EAL arguments in use, for logs and the dump of the configuration.
   const std::vector<std::string>& eal_args() const noexcept { return eal_args_; }

@@ -12,8 +12,10 @@
 // thread that owns the region. A backend must outlive every region it handed out.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "common/result.h"
 
@@ -108,6 +110,15 @@ class MemoryBackend {
   // Regions handed out and not yet freed (for leak checks and statistics).
   virtual size_t regions_in_use() const noexcept = 0;
 
+  // The device address of [p, p + length_bytes) when the range lies inside one live region of
+  // this backend and is IOVA-contiguous there, else kBadIova. Any thread, lock-free (a scan
+  // of at most kTrackedRegionsMax entries): the PCIe driver calls it per data segment to
+  // decide between zero copy and a bounce buffer. A region must not be freed while another
+  // thread may still look up addresses inside it (its I/O is over by then). Regions beyond
+  // kTrackedRegionsMax at once are not found (logged once): they still work, but bounce.
+  uint64_t iova_of(const void* p, size_t length_bytes) const noexcept;
+  static constexpr size_t kTrackedRegionsMax = 512;
+
  protected:
   struct RegionInfo {
     void* addr = nullptr;
@@ -118,7 +129,8 @@ class MemoryBackend {
     uint64_t iova_base = kBadIova;
     void* handle = nullptr;
   };
-  // Backends build regions through this, so DmaRegion's constructor stays private.
+  // Backends build regions through this, so DmaRegion's constructor stays private. It also
+  // enters the region in the table iova_of() reads.
   DmaRegion make_region(const RegionInfo& info) noexcept;
 
   // Frees what make_region() described. Called exactly once per region.
@@ -131,6 +143,23 @@ class MemoryBackend {
 
  private:
   friend class DmaRegion;
+
+  // iova_of()'s table. A slot is live while base != 0; the writer (under tracked_mutex_)
+  // stores the other fields before publishing base with release order.
+  struct TrackedRegion {
+    std::atomic<uintptr_t> base{0};
+    std::atomic<size_t> size_bytes{0};
+    std::atomic<uint64_t> iova_base{kBadIova};
+    std::atomic<size_t> page_size_bytes{0};
+    std::atomic<bool> iova_contiguous{true};
+  };
+  void track(const RegionInfo& info) noexcept;
+  void untrack(void* addr) noexcept;
+
+  std::mutex tracked_mutex_;
+  std::atomic<size_t> tracked_high_water_{0};  // slots [0, high water) may be live
+  bool tracked_overflow_logged_ = false;
+  TrackedRegion tracked_[kTrackedRegionsMax];
 };
 
 }  // namespace nvmf::env

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
 #include <charconv>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -227,6 +228,23 @@ void parse_transport(const Node& node, TargetConfig& config) {
   }
 }
 
+template <size_t N>
+bool is_all_zero(const std::array<uint8_t, N>& bytes) {
+  for (uint8_t byte : bytes) {
+    if (byte != 0) return false;
+  }
+  return true;
+}
+
+// DDDD:BB:DD.F in hex (function 0..7), as sysfs names PCI functions.
+bool is_pci_address(const std::string& text) {
+  if (text.size() != 12 || text[4] != ':' || text[7] != ':' || text[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (!std::isxdigit(static_cast<unsigned char>(text[i]))) return false;
+  }
+  return text[11] >= '0' && text[11] <= '7';
+}
+
 BdevConfig parse_bdev(const Node& node) {
   BdevConfig bdev;
   const std::string type = node.require_string("type");
@@ -288,8 +306,21 @@ BdevConfig parse_bdev(const Node& node) {
     opts.fallocate_enabled = node.get_bool("fallocate", true);
     opts.uuid = uuid;
     opts.queue_depth_max = queue_depth;
+  } else if (type == "nvme") {
+    // Geometry and identifiers come from the device's Identify data.
+    node.allow_only({"type", "name", "pci", "nsid", "queue_depth"});
+    bdev.kind = BdevKind::nvme;
+    auto& opts = bdev.nvme_opts;
+    opts.name = bdev.name;
+    opts.pci = node.require_string("pci");
+    if (!is_pci_address(opts.pci)) {
+      fail(node.child("pci"), in_quotes(opts.pci) +
+                                  " is not a PCI address like \"0000:00:04.0\" (domain:bus:device.function)");
+    }
+    opts.nsid = static_cast<uint32_t>(node.get_uint("nsid", 1, 0xFFFFFFFE, 1));
+    opts.queue_depth_max = queue_depth;
   } else {
-    fail(node.child("type"), in_quotes(type) + " is not a bdev type (null, malloc, uring)");
+    fail(node.child("type"), in_quotes(type) + " is not a bdev type (null, malloc, uring, nvme)");
   }
   return bdev;
 }
@@ -470,7 +501,7 @@ Result<TargetConfig> parse_target_config(std::string_view text,
 }
 
 Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& registry, Target& target,
-                          std::string* error_message) {
+                          std::string* error_message, bdev::NvmeControllerPool* nvme_pool) {
   const auto failed = [&](const std::string& message, const Error& error) -> Result<void> {
     if (error_message != nullptr) *error_message = message;
     return Unexpected(error);
@@ -488,8 +519,22 @@ Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& regist
       case BdevKind::uring:
         made = bdev::create_uring_bdev(bdev.uring_opts);
         break;
+      case BdevKind::nvme:
+        if (nvme_pool == nullptr) {
+          return failed("bdevs[" + std::to_string(i) + "]: nvme bdevs need the PCIe driver, which "
+                        "this program does not start",
+                        Error(Errc::not_supported, "nvme"));
+        }
+        made = bdev::create_nvme_bdev(bdev.nvme_opts, *nvme_pool);
+        break;
     }
     const std::string path = "bdevs[" + std::to_string(i) + "]";
+    if (made && bdev.kind == BdevKind::nvme) {
+      // Hot removal of the device takes its namespaces away from hosts (with an event).
+      (*made)->set_removed_callback(
+          [](void* ctx, bdev::Bdev& gone) { static_cast<Target*>(ctx)->remove_namespaces_of(gone); },
+          &target);
+    }
     if (!made)
       return failed(
           path + ": cannot create bdev " + in_quotes(bdev.name) + ": " + describe(made.error()),
@@ -519,8 +564,9 @@ Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& regist
       }
       opts.uuid_set = ns.uuid_set;
       opts.uuid = ns.uuid;
-      opts.nguid = ns.nguid;
-      opts.eui64 = ns.eui64;
+      // The configuration's identifiers win; else what the device reports (nvme).
+      opts.nguid = is_all_zero(ns.nguid) ? opts.bdev->nguid() : ns.nguid;
+      opts.eui64 = is_all_zero(ns.eui64) ? opts.bdev->eui64() : ns.eui64;
       if (auto added = target.add_namespace(subsystem.opts.nqn, opts); !added) {
         return failed(ns_path + ": " + describe(added.error()), added.error());
       }

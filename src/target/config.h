@@ -9,11 +9,13 @@
 //                       "max_admin_queue_depth": 128, "max_qpairs_per_ctrlr": 128,
 //                       "in_capsule_data_size": 4096, "max_io_size": 131072,
 //                       "max_sgl_descriptors": 16, "send_with_invalidate": "auto" | "off" } ],
-//     "bdevs": [ { "type": "null" | "malloc" | "uring" (required), "name" (required),
+//     "bdevs": [ { "type": "null" | "malloc" | "uring" | "nvme" (required), "name" (required),
 //                  "block_size": 512, "num_blocks": N, "uuid": "8-4-4-4-12", "queue_depth": 128,
 //                  null:  "completion_delay_ns", "zero_read_buffers"
 //                  uring: "path" (required), "create_file", "size_bytes", "direct_io":
-//                         "prefer" | "required" | "off", "fallocate" } ],
+//                         "prefer" | "required" | "off", "fallocate"
+//                  nvme:  "pci" (required, "0000:00:04.0"), "nsid": 1; no block_size,
+//                         num_blocks or uuid: those come from the device } ],
 //     "subsystems": [ { "nqn" (required), "serial_number", "model_number", "allow_any_host",
 //                       "hosts": [NQN...], "max_namespaces",
 //                       "namespaces": [ { "nsid", "bdev" (required), "uuid", "nguid" (32 hex),
@@ -31,6 +33,7 @@
 
 #include "bdev/malloc_bdev.h"
 #include "bdev/null_bdev.h"
+#include "bdev/nvme_bdev.h"
 #include "bdev/registry.h"
 #include "bdev/uring_bdev.h"
 #include "common/result.h"
@@ -52,7 +55,7 @@ struct TransportConfig {
   SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
 };
 
-enum class BdevKind : uint8_t { null, malloc, uring };
+enum class BdevKind : uint8_t { null, malloc, uring, nvme };
 
 struct BdevConfig {
   BdevKind kind = BdevKind::null;
@@ -60,6 +63,7 @@ struct BdevConfig {
   bdev::NullBdevOpts null_opts{};      // kind == null
   bdev::MallocBdevOpts malloc_opts{};  // kind == malloc
   bdev::UringBdevOpts uring_opts{};    // kind == uring
+  bdev::NvmeBdevOpts nvme_opts{};      // kind == nvme
 };
 
 struct NamespaceConfig {
@@ -92,8 +96,10 @@ Result<TargetConfig> parse_target_config(std::string_view json,
 
 // Creates every bdev (registered in `registry`) and subsystem with its hosts, namespaces and
 // listeners in `target` (made with config.opts). On failure the message names the config
-// field; what was created before stays (the caller tears the target down).
+// field; what was created before stays (the caller tears the target down). nvme bdevs open
+// their controllers through `nvme_pool`; without one they are refused with a message.
 Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& registry, Target& target,
-                          std::string* error_message);
+                          std::string* error_message,
+                          bdev::NvmeControllerPool* nvme_pool = nullptr);
 
 }  // namespace nvmf::target

@@ -322,13 +322,33 @@ Result<void> Target::remove_namespace(std::string_view nqn, uint32_t nsid) {
     return Unexpected(Errc::not_found, "subsystem");
   }
   if (subsystem->find_namespace(nsid) == nullptr) return Unexpected(Errc::not_found, "nsid");
-  subsystem->retired_namespaces_.push_back(
-      std::move(subsystem->namespaces_[nsid - 1]));  // setup-path
-  subsystem->ns_generation_.fetch_add(1, std::memory_order_acq_rel);
-  for (Controller* controller : subsystem->controllers_) controller->namespace_changed_locked(nsid);
+  remove_namespace_locked(*subsystem, nsid);
+  return {};
+}
+
+size_t Target::remove_namespaces_of(const bdev::Bdev& bdev) {
+  std::lock_guard lock(mutex_);
+  size_t removed = 0;
+  for (auto& subsystem : subsystems_) {
+    if (!subsystem || subsystem->is_discovery()) continue;
+    for (const auto& ns : subsystem->namespaces_) {
+      if (!ns || &ns->bdev() != &bdev) continue;
+      NVMF_WARNLOG(target, "%s: namespace %u removed: bdev '%s' is gone", subsystem->nqn().c_str(),
+                   ns->nsid(), bdev.name().c_str());
+      remove_namespace_locked(*subsystem, ns->nsid());
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+void Target::remove_namespace_locked(Subsystem& subsystem, uint32_t nsid) {
+  subsystem.retired_namespaces_.push_back(
+      std::move(subsystem.namespaces_[nsid - 1]));  // setup-path
+  subsystem.ns_generation_.fetch_add(1, std::memory_order_acq_rel);
+  for (Controller* controller : subsystem.controllers_) controller->namespace_changed_locked(nsid);
   // Poll groups drop their channels to the namespace promptly, so its bdev can be removed.
   for (auto& group : groups_) group->raise_attention();
-  return {};
 }
 
 Result<void> Target::add_listener(std::string_view nqn, const ListenerAddress& address) {

@@ -61,6 +61,9 @@ class Target {
   // Errors: not_found. Connected controllers get the event; I/O to the NSID then fails with
   // Invalid Namespace or Format.
   Result<void> remove_namespace(std::string_view nqn, uint32_t nsid);
+  // Removes every namespace backed by `bdev` (hot removal of its device), with the same event.
+  // Any thread. Returns how many were removed.
+  size_t remove_namespaces_of(const bdev::Bdev& bdev);
   // Listeners feed the discovery log. Errors: not_found, invalid_argument (address too long or
   // empty), already_exists.
   Result<void> add_listener(std::string_view nqn, const ListenerAddress& address);
@@ -98,6 +101,7 @@ class Target {
 
   explicit Target(const TargetOpts& opts);
   Subsystem* find_subsystem_locked(std::string_view nqn) const noexcept;
+  void remove_namespace_locked(Subsystem& subsystem, uint32_t nsid);
   PollGroup& group_for(reactor::Reactor& reactor);
   void bump_discovery_generation_locked() noexcept;
 

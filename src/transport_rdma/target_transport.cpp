@@ -304,7 +304,9 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
 
   // Data buffers: one region, registered once, carved into io units.
   const size_t data_bytes = size_t{opts.data_buffers_per_group} * opts.io_unit_size;
-  auto data = memory_->allocate(data_bytes, 4096);
+  env::MemoryBackend& buffer_memory =
+      opts.buffer_memory != nullptr ? *opts.buffer_memory : *memory_;
+  auto data = buffer_memory.allocate(data_bytes, 4096);
   if (!data) return Unexpected(data.error());
   context->data_region = std::move(*data);
   auto data_mr = context->pd->register_memory(context->data_region.addr(), data_bytes,
@@ -325,7 +327,7 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
     if (!srq) return Unexpected(srq.error());
     context->srq = std::move(*srq);
     const uint32_t count = context->srq->max_wr();
-    auto region = memory_->allocate(size_t{count} * recv_bytes, 4096);
+    auto region = buffer_memory.allocate(size_t{count} * recv_bytes, 4096);
     if (!region) return Unexpected(region.error());
     context->recv_region = std::move(*region);
     auto mr = context->pd->register_memory(context->recv_region.addr(), size_t{count} * recv_bytes,
@@ -420,7 +422,9 @@ Result<std::unique_ptr<RdmaQpair>> RdmaPollGroup::make_qpair(Connection& connect
 
   if (!device.srq) {
     const uint32_t recv_bytes = kSqeBytes + opts.in_capsule_data_size;
-    auto region = memory_->allocate(size_t{depth} * recv_bytes, 4096);
+    env::MemoryBackend& buffer_memory =
+        opts.buffer_memory != nullptr ? *opts.buffer_memory : *memory_;
+    auto region = buffer_memory.allocate(size_t{depth} * recv_bytes, 4096);
     if (!region) return Unexpected(region.error());
     qpair->recv_region = std::move(*region);
     auto mr = device.pd->register_memory(qpair->recv_region.addr(), size_t{depth} * recv_bytes,

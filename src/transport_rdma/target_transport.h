@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "env/memory.h"
 #include "reactor/reactor.h"
 #include "target/target.h"
 #include "transport_rdma/connect_params.h"
@@ -52,6 +53,11 @@ struct RdmaTargetOpts {
   uint32_t srq_depth = 4096;  // SPDK's max_srq_depth
   uint32_t cq_depth = 4096;   // SPDK's CQ size
   SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
+  // Where data buffers and receive buffers (in-capsule data) come from; must outlive the
+  // transport. nullptr: posix memory, no DPDK. nvmf_tgt passes DPDK memory when a namespace
+  // is an nvme bdev, so the SSD DMAs straight into the buffers RDMA reads into and writes
+  // from (zero copy; docs/architecture.md).
+  env::MemoryBackend* buffer_memory = nullptr;
 };
 
 class RdmaPollGroup;

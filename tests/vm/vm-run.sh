@@ -3,7 +3,8 @@
 # read-only over 9p (overlay + tmpfs upper in the guest), runs tests/vm/scenarios/SCENARIO.sh
 # inside it as root, and exits with the scenario's status. See tests/vm/README.md.
 #
-#   vm-run.sh [--build-dir DIR] [--timeout SECONDS] [--results DIR] SCENARIO [ARGS...]
+#   vm-run.sh [--build-dir DIR] [--timeout SECONDS] [--results DIR] [--nvme N] [--qmp]
+#             SCENARIO [ARGS...]
 #
 # Environment (each also settable by the flag above where one exists):
 #   NVMF_VM_CACHE    kernel + initramfs cache (default ~/.cache/nvmf-vm)
@@ -12,6 +13,15 @@
 #   NVMF_VM_RESULTS  per-run results folder (default: a new folder under /tmp)
 #   NVMF_VM_ACCEL    QEMU accelerator (default tcg,thread=multi: KVM is unusable here)
 #   NVMF_VM_QEMU_ARGS / NVMF_VM_APPEND  extra QEMU arguments / kernel command line words
+#   NVMF_VM_MEM      guest RAM, QEMU's -m (default 2G; room for 128 2-MiB hugepages)
+#   NVMF_VM_NVME     --nvme N: N (1-8) emulated NVMe controllers (1b36:0010) on a q35 machine
+#                    with an intel-iommu (intel_iommu=on), each a sparse raw image
+#                    RESULTS/nvmeK.img behind a PCIe root port; QEMU ids nvme0..; the guest
+#                    sees them at 0000:01:00.0, 0000:02:00.0, ... (NVMF_VM_NVME_PCI)
+#   NVMF_VM_NVME_SIZE_MB  size of each image (default 256)
+#   NVMF_VM_IOMMU_OPTS    intel-iommu's options with NVMe (default intremap=on)
+#   NVMF_VM_QMP      --qmp: QMP socket RESULTS/qmp.sock and a watcher that runs the guest's
+#                    requests from RESULTS/qmp/ (device_del ID; lib/qmp.sh, README.md)
 # Exit: the scenario's status; 1 on timeout, guest panic or harness error; 77 (ctest skip)
 # when QEMU or the kernel cannot be had, with the reason printed.
 set -euo pipefail
@@ -22,12 +32,15 @@ cache="${NVMF_VM_CACHE:-$HOME/.cache/nvmf-vm}"
 build_dir="${NVMF_BUILD_DIR:-$repo/build}"
 timeout_s="${NVMF_VM_TIMEOUT:-600}"
 results="${NVMF_VM_RESULTS:-}"
+nvme_count="${NVMF_VM_NVME:-0}"
+nvme_size_mb="${NVMF_VM_NVME_SIZE_MB:-256}"
+qmp="${NVMF_VM_QMP:-0}"
 
 say() { echo "vm-run: $*" >&2; }
 skip() { say "SKIPPED: $*"; exit "$SKIP"; }
 die() { say "ERROR: $*"; exit 1; }
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   local names=() file
   for file in "$repo"/tests/vm/scenarios/*.sh; do names+=("$(basename "$file" .sh)"); done
   echo "scenarios: ${names[*]}" >&2
@@ -39,6 +52,8 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir="$2"; shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --results) results="$2"; shift 2 ;;
+    --nvme) nvme_count="$2"; shift 2 ;;
+    --qmp) qmp=1; shift ;;
     -h|--help) usage ;;
     --) shift; break ;;
     -*) say "unknown option $1"; usage ;;
@@ -51,6 +66,9 @@ shift
 scenario_file="$repo/tests/vm/scenarios/$scenario.sh"
 [ -f "$scenario_file" ] || { say "no scenario $scenario_file"; usage; }
 [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "timeout must be whole seconds: $timeout_s"
+[[ "$nvme_count" =~ ^[0-8]$ ]] || die "NVMF_VM_NVME / --nvme must be 0 to 8: $nvme_count"
+[[ "$nvme_size_mb" =~ ^[1-9][0-9]*$ ]] || die "NVMF_VM_NVME_SIZE_MB must be a whole number: $nvme_size_mb"
+case "$qmp" in 0|"") qmp=0 ;; 1|yes|on|true) qmp=1 ;; *) die "NVMF_VM_QMP must be 0 or 1: $qmp" ;; esac
 
 # --- what the host needs (missing = skip with the reason; scripts/install-deps.sh has them)
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed (package qemu-system-x86)"
@@ -62,6 +80,7 @@ for candidate in /bin/busybox /usr/bin/busybox; do
   if [ -x "$candidate" ] && ! ldd "$candidate" >/dev/null 2>&1; then busybox="$candidate"; break; fi
 done
 [ -n "$busybox" ] || skip "no statically linked busybox (package busybox-static)"
+[ "$qmp" -eq 0 ] || command -v python3 >/dev/null || skip "NVMF_VM_QMP=1 needs python3 on the host (tests/vm/qmp.py)"
 
 mkdir -p "$cache"
 cache="$(cd "$cache" && pwd -P)"
@@ -197,6 +216,8 @@ if [ -z "$results" ]; then
 else
   mkdir -p "$results"
   rm -f "$results"/{exit_code,exit_code.tmp,scenario.log,console.log,dmesg.log,run.env,timing}
+  rm -f "$results"/{qmp.sock,qmp.log} "$results"/nvme[0-9].img
+  rm -rf "$results/qmp"
 fi
 results="$(cd "$results" && pwd -P)"
 {
@@ -208,27 +229,118 @@ results="$(cd "$results" && pwd -P)"
   printf ')\n'
 } >"$results/run.env"
 
+# --- optional devices: NVMe controllers (q35 + intel-iommu) and the QMP socket
+machine=()   # empty: QEMU's default machine (pc), exactly as before these knobs existed
+devices=()
+append_extra=""
+if [ "$nvme_count" -gt 0 ]; then
+  [[ "$results" != *,* ]] || die "NVMe images need a results path without commas: $results"
+  # intremap=on: interrupt remapping, without which vfio_iommu_type1 refuses VFIO_SET_IOMMU
+  # ("No interrupt remapping support") and DPDK cannot use the device. See README.md.
+  machine=(-M q35 -device "intel-iommu,${NVMF_VM_IOMMU_OPTS:-intremap=on}")
+  append_extra="intel_iommu=on"
+  pci_list="" ids=""
+  for ((k = 0; k < nvme_count; k++)); do
+    image="$results/nvme$k.img"
+    truncate -s "${nvme_size_mb}M" "$image"   # sparse
+    # Root bus pcie.0 is not hot-pluggable on q35, so each controller sits behind its own
+    # PCIe root port (slots 0x10.. on pcie.0, clear of the auto-placed VGA and virtio-9p at
+    # 0x01-0x03); the firmware numbers the ports' buses 1, 2, ... in slot order.
+    devices+=(-device "pcie-root-port,id=nvme-port$k,bus=pcie.0,chassis=$((k + 1)),slot=$((k + 1)),addr=$(printf '0x%x' $((0x10 + k)))"
+      -drive "file=$image,if=none,id=nvme$k,format=raw"
+      -device "nvme,serial=nvmf-vm-$k,drive=nvme$k,id=nvme$k,bus=nvme-port$k,addr=0x0")
+    pci_list+="$(printf '0000:%02x:00.0' $((k + 1))) "
+    ids+="nvme$k "
+  done
+  {
+    printf 'export NVMF_VM_NVME=%q\n' "$nvme_count"
+    printf 'export NVMF_VM_NVME_PCI=%q\n' "${pci_list% }"
+    printf 'export NVMF_VM_NVME_IDS=%q\n' "${ids% }"
+    printf 'export NVMF_VM_NVME_SIZE_MB=%q\n' "$nvme_size_mb"
+  } >>"$results/run.env"
+fi
+qmp_socket=""
+if [ "$qmp" -eq 1 ]; then
+  qmp_socket="$results/qmp.sock"
+  if [ "${#qmp_socket}" -gt 100 ]; then   # sun_path holds 108 bytes
+    qmp_socket="$(mktemp -d "${TMPDIR:-/tmp}/nvmf-vm-qmp.XXXXXX")/qmp.sock"
+    ln -sfn "$qmp_socket" "$results/qmp.sock"
+  fi
+  mkdir -p "$results/qmp"
+  devices+=(-qmp "unix:$qmp_socket,server=on,wait=off")
+  printf 'export NVMF_VM_QMP=1 NVMF_VM_QMP_DIR=/nvmf-vm/qmp\n' >>"$results/run.env"
+fi
+
+# The guest's QMP requests (protocol in README.md): REQ.req holds "device_del ID"; the answer
+# goes to REQ.ack, "ok" or "error" on its first line and qmp.py's output after it.
+qmp_watch() {
+  local req base verb arg extra out status
+  while :; do
+    for req in "$results"/qmp/*.req; do
+      [ -f "$req" ] || continue
+      base="${req%.req}"
+      verb="" arg="" extra=""
+      read -r verb arg extra <"$req" || true
+      rm -f "$req"
+      case "$verb" in
+        device_del)
+          if [ -n "$arg" ] && [ -z "$extra" ] &&
+            out="$(python3 "$repo/tests/vm/qmp.py" "$qmp_socket" --timeout 60 device_del "$arg" 2>&1)"; then
+            status=ok
+          else
+            status=error
+          fi ;;
+        *) status=error out="unknown request '$verb $arg $extra' (known: device_del ID)" ;;
+      esac
+      echo "$(date +%T) $(basename "$base"): $verb $arg -> $status: $out" >>"$results/qmp.log"
+      printf '%s\n%s\n' "$status" "$out" >"$base.ack.tmp"
+      mv "$base.ack.tmp" "$base.ack"
+    done
+    sleep 0.2
+  done
+}
+
 # --- boot
 # -nic none: the guest has no network to the outside, only what its scenario creates inside.
 # panic=-1 + -no-reboot: a guest panic ends QEMU (oops=panic: an oops too) instead of hanging.
 read -r -a extra_qemu <<<"${NVMF_VM_QEMU_ARGS:-}"
-qemu=(qemu-system-x86_64
-  -accel "${NVMF_VM_ACCEL:-tcg,thread=multi}" -cpu max -m 2G -smp 2
+qemu=(qemu-system-x86_64 "${machine[@]}"
+  -accel "${NVMF_VM_ACCEL:-tcg,thread=multi}" -cpu max -m "${NVMF_VM_MEM:-2G}" -smp 2
   -nographic -no-reboot -nic none
   -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$initramfs"
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 nvmf_kmods=$moddir nvmf_stage2=$repo/tests/vm/guest-init.sh ${NVMF_VM_APPEND:-}"
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 nvmf_kmods=$moddir nvmf_stage2=$repo/tests/vm/guest-init.sh ${append_extra:+$append_extra }${NVMF_VM_APPEND:-}"
   -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
   -virtfs "local,path=$results,mount_tag=results,security_model=none,multidevs=remap"
-  "${extra_qemu[@]}")
+  "${devices[@]}" "${extra_qemu[@]}")
 
 say "scenario $scenario, kernel $kver, timeout ${timeout_s}s, results in $results"
+[ "$nvme_count" -eq 0 ] || say "q35 + intel-iommu, $nvme_count NVMe controller(s) at ${pci_list% } (${nvme_size_mb} MiB each)"
+[ "$qmp" -eq 0 ] || say "QMP socket $qmp_socket, guest requests in $results/qmp"
 start=$(date +%s)
 timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null >"$results/console.log" 2>&1 &
 qemu_pid=$!
-trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
+watch_pid=""
+if [ "$qmp" -eq 1 ]; then
+  qmp_watch </dev/null >/dev/null 2>&1 &
+  watch_pid=$!
+fi
+stop_children() {   # QEMU (still running), the QMP watcher, a socket folder under /tmp
+  [ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null || true
+  if [ -n "$watch_pid" ]; then
+    kill "$watch_pid" 2>/dev/null || true
+    wait "$watch_pid" 2>/dev/null || true
+    watch_pid=""
+  fi
+  if [ -n "$qmp_socket" ] && [ "$qmp_socket" != "$results/qmp.sock" ]; then
+    rm -rf "$(dirname "$qmp_socket")" "$results/qmp.sock"
+  fi
+}
+trap stop_children EXIT
 trap 'exit 1' INT TERM
 qemu_rc=0
 wait "$qemu_pid" || qemu_rc=$?
+qemu_pid=""   # reaped: nothing of that number to kill any more
+stop_children
 trap - EXIT
 elapsed=$(( $(date +%s) - start ))
 

@@ -2,7 +2,7 @@
 //
 //   nvmf_perf (-r TRID | --sim) -w read|write|randread|randwrite|rw|randrw [-M READ_PERCENT]
 //             [-q DEPTH] [-o BYTES] [-t SECONDS] [-c WORKERS] [--ns-count N] [--verify]
-//             [--memreg POLICY] [--json FILE] [--sim-bdev null|malloc] [--sim-profile P]
+//             [--memreg POLICY] [--json FILE] [--sim-bdev null|malloc|nvme] [--sim-profile P]
 //             [--sim-remote-invalidate on|off] ...
 //
 // Exit status: 0 no I/O errors and no verify failures, 1 otherwise, 2 bad usage.

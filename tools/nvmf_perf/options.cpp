@@ -116,8 +116,10 @@ std::string check_options(const Options& options, Settings* settings) {
       s.sim_bdev = SimBdevKind::null;
     } else if (options.sim_bdev == "malloc") {
       s.sim_bdev = SimBdevKind::malloc;
+    } else if (options.sim_bdev == "nvme") {
+      s.sim_bdev = SimBdevKind::nvme;
     } else {
-      return "--sim-bdev: '" + options.sim_bdev + "' is not one of null, malloc";
+      return "--sim-bdev: '" + options.sim_bdev + "' is not one of null, malloc, nvme";
     }
     s.sim_bdev_bytes = s.sim_bdev == SimBdevKind::null ? kSimNullBytesDefault
                                                         : kSimMallocBytesDefault;
@@ -223,7 +225,9 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   auto* ns_count = app.add_option("--ns-count", o.ns_count,
                                   "namespaces: with --sim how many to create (1), otherwise "
                                   "the first N active ones (all)");
-  app.add_option("--sim-bdev", o.sim_bdev, "null or malloc (null; malloc with --verify)");
+  app.add_option("--sim-bdev", o.sim_bdev,
+                 "null, malloc, or nvme (the NVMe controller model through the PCIe driver); "
+                 "default null, malloc with --verify");
   app.add_option("--sim-bdev-size-mib", o.sim_bdev_size_mib,
                  "size of each sim namespace (null 1 TiB, malloc 64 MiB)");
   app.add_option("--sim-profile", o.sim_profile, "rxe (default), mlx5-2017, mlx5-fenced, adversarial");

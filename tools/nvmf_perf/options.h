@@ -20,7 +20,9 @@ constexpr bool workload_mixed(Workload w) noexcept {
   return w == Workload::rw || w == Workload::randrw;
 }
 
-enum class SimBdevKind : uint8_t { null, malloc };
+// nvme: an nvme bdev on the in-process register-level NVMe controller model, its data buffers
+// shared with the RDMA transport (the zero-copy path of a real SSD, in process).
+enum class SimBdevKind : uint8_t { null, malloc, nvme };
 
 // Names the libraries accept (memreg_policy_parse, sim_profile_parse); main.cpp converts them
 // with those functions, so a drift between the lists is caught at start-up.

@@ -7,6 +7,7 @@
 #include "bdev/malloc_bdev.h"
 #include "bdev/null_bdev.h"
 #include "common/util.h"
+#include "nvme_pcie/model/model_controller.h"
 
 namespace nvmf::perf {
 
@@ -23,6 +24,59 @@ std::string describe(const char* what, const Error& error) {
 }
 
 }  // namespace
+
+// One model controller with every namespace of the run; DMA reaches `shared` (the transport's
+// buffer memory) as well as the model's own memory.
+bdev::NvmeControllerPool::DeviceOpener model_opener(const SimTargetOpts& opts,
+                                                    const env::MemoryBackend* shared) {
+  return [opts, shared](const std::string& name) -> Result<std::unique_ptr<nvme_pcie::PciDevice>> {
+    nvme_pcie::model::ModelOpts model_opts;
+    model_opts.name = name;
+    model_opts.namespaces.clear();
+    for (uint32_t i = 0; i < opts.ns_count; ++i) {
+      nvme_pcie::model::ModelNamespace ns;
+      ns.nsid = i + 1;
+      ns.block_size_bytes = kSimBlockSizeBytes;
+      ns.block_count = opts.bdev_bytes / kSimBlockSizeBytes;
+      model_opts.namespaces.push_back(ns);
+    }
+    model_opts.shared_dma_memory = shared;
+    auto model = nvme_pcie::model::ModelController::create(model_opts);
+    if (!model) return Unexpected(model.error());
+    return std::unique_ptr<nvme_pcie::PciDevice>(std::move(*model));
+  };
+}
+
+Result<std::unique_ptr<bdev::Bdev>> make_bdev(const SimTargetOpts& opts, uint32_t index,
+                                              uint32_t depth, bdev::NvmeControllerPool* pool) {
+  switch (opts.bdev) {
+    case SimBdevKind::null: {
+      bdev::NullBdevOpts null_opts;
+      null_opts.name = "Null" + std::to_string(index);
+      null_opts.block_size_bytes = kSimBlockSizeBytes;
+      null_opts.block_count = opts.bdev_bytes / kSimBlockSizeBytes;
+      null_opts.queue_depth_max = depth;
+      return bdev::create_null_bdev(null_opts);
+    }
+    case SimBdevKind::malloc: {
+      bdev::MallocBdevOpts malloc_opts;
+      malloc_opts.name = "Malloc" + std::to_string(index);
+      malloc_opts.block_size_bytes = kSimBlockSizeBytes;
+      malloc_opts.block_count = opts.bdev_bytes / kSimBlockSizeBytes;
+      malloc_opts.queue_depth_max = depth;
+      return bdev::create_malloc_bdev(malloc_opts);
+    }
+    case SimBdevKind::nvme: {
+      bdev::NvmeBdevOpts nvme_opts;
+      nvme_opts.name = "Nvme0n" + std::to_string(index + 1);
+      nvme_opts.pci = "model0";
+      nvme_opts.nsid = index + 1;
+      nvme_opts.queue_depth_max = depth;
+      return bdev::create_nvme_bdev(nvme_opts, *pool);
+    }
+  }
+  return Unexpected(Errc::invalid_argument, "bdev kind");
+}
 
 std::string SimTarget::trid_string() {
   return std::string("trtype:RDMA adrfam:IPv4 traddr:") + kSimAddress +
@@ -82,23 +136,20 @@ std::unique_ptr<SimTarget> SimTarget::start(const SimTargetOpts& opts, std::stri
       static_cast<uint32_t>(std::min<uint64_t>(uint64_t{opts.io_queue_entries} * opts.io_queues,
                                                kBdevQueueDepthMax)),
       128, kBdevQueueDepthMax);
+  auto buffer_memory = env::PosixMemoryBackend::create(env::PosixMemoryOpts{});
+  if (!buffer_memory) {
+    *message = describe("cannot create the sim target's buffer memory", buffer_memory.error());
+    return nullptr;
+  }
+  sim->buffer_memory_ = std::move(*buffer_memory);
+  if (opts.bdev == SimBdevKind::nvme) {
+    nvme_pcie::ControllerOpts controller_opts;
+    controller_opts.io_queue_entries = std::min<uint32_t>(bdev_depth + 1, 1024);
+    sim->nvme_pool_ = std::make_unique<bdev::NvmeControllerPool>(
+        model_opener(opts, sim->buffer_memory_.get()), controller_opts);
+  }
   for (uint32_t i = 0; i < opts.ns_count; ++i) {
-    Result<std::unique_ptr<bdev::Bdev>> bdev = Unexpected(Errc::invalid_argument);
-    if (opts.bdev == SimBdevKind::null) {
-      bdev::NullBdevOpts null_opts;
-      null_opts.name = "Null" + std::to_string(i);
-      null_opts.block_size_bytes = kSimBlockSizeBytes;
-      null_opts.block_count = opts.bdev_bytes / kSimBlockSizeBytes;
-      null_opts.queue_depth_max = bdev_depth;
-      bdev = bdev::create_null_bdev(null_opts);
-    } else {
-      bdev::MallocBdevOpts malloc_opts;
-      malloc_opts.name = "Malloc" + std::to_string(i);
-      malloc_opts.block_size_bytes = kSimBlockSizeBytes;
-      malloc_opts.block_count = opts.bdev_bytes / kSimBlockSizeBytes;
-      malloc_opts.queue_depth_max = bdev_depth;
-      bdev = bdev::create_malloc_bdev(malloc_opts);
-    }
+    auto bdev = make_bdev(opts, i, bdev_depth, sim->nvme_pool_.get());
     if (!bdev) {
       *message = describe("cannot create the sim namespace's bdev", bdev.error());
       return nullptr;
@@ -147,6 +198,7 @@ std::unique_ptr<SimTarget> SimTarget::start(const SimTargetOpts& opts, std::stri
   transport_opts.cq_depth = static_cast<uint32_t>(
       std::clamp<uint64_t>(transport_opts.srq_depth + 2 * commands, 4096, caps.max_cqe));
   transport_opts.send_with_invalidate = opts.send_with_invalidate;
+  transport_opts.buffer_memory = sim->buffer_memory_.get();
 
   std::string startup_error;
   reactor::run_and_wait(*sim->reactor_, [&] {
@@ -168,7 +220,16 @@ std::unique_ptr<SimTarget> SimTarget::start(const SimTargetOpts& opts, std::stri
   return sim;
 }
 
-SimTarget::~SimTarget() { stop(); }
+SimTarget::~SimTarget() {
+  stop();
+  buffer_memory_.reset();
+}
+
+uint64_t SimTarget::bdev_bytes_copied() const noexcept {
+  uint64_t total = 0;
+  for (const auto& bdev : bdevs_) total += bdev::nvme_bdev_bytes_copied(*bdev);
+  return total;
+}
 
 void SimTarget::stop() noexcept {
   if (stopped_) return;
@@ -193,6 +254,7 @@ void SimTarget::stop() noexcept {
   target_.reset();
   group_.reset();
   bdevs_.clear();
+  nvme_pool_.reset();
   host_provider_.reset();
   target_provider_.reset();
 }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "bdev/bdev.h"
+#include "bdev/nvme_bdev.h"
+#include "env/posix_memory.h"
 #include "options.h"
 #include "reactor/group.h"
 #include "target/target.h"
@@ -48,6 +50,8 @@ class SimTarget {
   verbs::Provider& host_provider() noexcept { return *host_provider_; }
   // "trtype:RDMA adrfam:IPv4 traddr:10.0.0.1 trsvcid:4420 subnqn:nqn.2026-01.io.nvmf:perf"
   static std::string trid_string();
+  // Bytes the nvme bdevs copied through bounce buffers (0: zero copy); 0 for other bdevs.
+  uint64_t bdev_bytes_copied() const noexcept;
   // Disconnects whatever hosts are left, drains, stops the reactor. Call after the host
   // disconnected. Idempotent.
   void stop() noexcept;
@@ -57,6 +61,9 @@ class SimTarget {
 
   std::unique_ptr<verbs::sim::SimProvider> target_provider_;
   std::unique_ptr<verbs::sim::SimProvider> host_provider_;
+  // Data buffers of the transport; with --sim-bdev nvme the controller model reaches them too.
+  std::unique_ptr<env::PosixMemoryBackend> buffer_memory_;
+  std::unique_ptr<bdev::NvmeControllerPool> nvme_pool_;  // outlives the nvme bdevs
   std::vector<std::unique_ptr<bdev::Bdev>> bdevs_;  // outlive the target
   std::unique_ptr<target::Target> target_;
   std::unique_ptr<reactor::ReactorGroup> group_;

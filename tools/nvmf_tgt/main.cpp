@@ -22,8 +22,11 @@
 #include <utility>
 #include <vector>
 
+#include "bdev/nvme_bdev.h"
 #include "bdev/registry.h"
 #include "common/log.h"
+#include "nvme_pcie/model/model_controller.h"
+#include "nvme_pcie/vfio_environment.h"
 #include "reactor/group.h"
 #include "target/config.h"
 #include "target/target.h"
@@ -72,6 +75,46 @@ int fail(const char* format, const std::string& detail) {
   return 1;
 }
 
+// Transport options from the configuration's "transports" entry.
+transport_rdma::RdmaTargetOpts make_transport_opts(const target::TargetConfig& config) {
+  transport_rdma::RdmaTargetOpts transport_opts;
+  transport_opts.limits.max_queue_depth = static_cast<uint16_t>(config.opts.max_queue_depth);
+  transport_opts.limits.max_admin_queue_depth =
+      static_cast<uint16_t>(config.opts.max_admin_queue_depth);
+  transport_opts.limits.max_qpairs_per_ctrlr =
+      static_cast<uint16_t>(config.opts.max_qpairs_per_ctrlr);
+  transport_opts.in_capsule_data_size = config.opts.in_capsule_data_size;
+  transport_opts.max_io_size = config.opts.max_io_size;
+  // A command may use 16 data buffers (MSDBD): larger transfers need larger units. Keep about
+  // 16 MiB of buffers per reactor, and always enough for one command of max_io_size.
+  transport_opts.io_unit_size = std::max<uint32_t>(8192, config.opts.max_io_size / 16);
+  transport_opts.data_buffers_per_group =
+      std::max<uint32_t>((16u << 20) / transport_opts.io_unit_size, 16);
+  transport_opts.send_with_invalidate =
+      config.transport.send_with_invalidate == target::SendWithInvalidate::off
+          ? transport_rdma::SendWithInvalidate::off
+          : transport_rdma::SendWithInvalidate::automatic;
+  return transport_opts;
+}
+
+// How nvme bdevs open their PCI functions: VFIO (DPDK starts at the first one), or with --sim
+// the register-level controller model, one per address (for tests without a device).
+bdev::NvmeControllerPool::DeviceOpener make_device_opener(bool sim,
+                                                          nvme_pcie::VfioEnvironment& vfio) {
+  if (sim) {
+    return [](const std::string& pci) -> Result<std::unique_ptr<nvme_pcie::PciDevice>> {
+      nvme_pcie::model::ModelOpts opts;
+      opts.name = pci;
+      NVMF_WARNLOG(nvmf_tgt, "--sim: nvme bdev on %s is the in-process controller model",
+                   pci.c_str());
+      auto model = nvme_pcie::model::ModelController::create(opts);
+      if (!model) return Unexpected(model.error());
+      return std::unique_ptr<nvme_pcie::PciDevice>(std::move(*model));
+    };
+  }
+  return [&vfio](const std::string& pci) { return vfio.open(pci); };
+}
+
 int run(const Options& options) {
   LogLevel level;
   if (!log_level_parse(options.log_level.c_str(), &level)) {
@@ -107,8 +150,12 @@ int run(const Options& options) {
 
   auto target = target::Target::create(config->opts);
   if (!target) return fail("%s", options.config_path + ": target options rejected");
+  // Declared before the registry: bdevs go first, then their controllers, then DPDK.
+  nvme_pcie::VfioEnvironment vfio;
+  bdev::NvmeControllerPool nvme_pool(make_device_opener(options.sim, vfio),
+                                     nvme_pcie::ControllerOpts{});
   bdev::BdevRegistry registry;
-  auto built = target::build_target(*config, registry, **target, &message);
+  auto built = target::build_target(*config, registry, **target, &message, &nvme_pool);
   if (!built) return fail("%s", options.config_path + ": " + message);
   if (options.check_config) {
     std::printf("nvmf_tgt: %s: configuration OK (%zu bdevs, %zu subsystems)\n",
@@ -146,23 +193,9 @@ int run(const Options& options) {
   std::vector<reactor::Reactor*> reactors;
   for (size_t i = 0; i < (*group)->size(); ++i) reactors.push_back(&(*group)->reactor(i));
 
-  transport_rdma::RdmaTargetOpts transport_opts;
-  transport_opts.limits.max_queue_depth = static_cast<uint16_t>(config->opts.max_queue_depth);
-  transport_opts.limits.max_admin_queue_depth =
-      static_cast<uint16_t>(config->opts.max_admin_queue_depth);
-  transport_opts.limits.max_qpairs_per_ctrlr =
-      static_cast<uint16_t>(config->opts.max_qpairs_per_ctrlr);
-  transport_opts.in_capsule_data_size = config->opts.in_capsule_data_size;
-  transport_opts.max_io_size = config->opts.max_io_size;
-  // A command may use 16 data buffers (MSDBD): larger transfers need larger units. Keep about
-  // 16 MiB of buffers per reactor, and always enough for one command of max_io_size.
-  transport_opts.io_unit_size = std::max<uint32_t>(8192, config->opts.max_io_size / 16);
-  transport_opts.data_buffers_per_group =
-      std::max<uint32_t>((16u << 20) / transport_opts.io_unit_size, 16);
-  transport_opts.send_with_invalidate =
-      config->transport.send_with_invalidate == target::SendWithInvalidate::off
-          ? transport_rdma::SendWithInvalidate::off
-          : transport_rdma::SendWithInvalidate::automatic;
+  transport_rdma::RdmaTargetOpts transport_opts = make_transport_opts(*config);
+  // With PCIe devices, RDMA buffers live in DPDK memory the devices reach: zero copy.
+  transport_opts.buffer_memory = vfio.memory();
 
   std::unique_ptr<transport_rdma::RdmaTargetTransport> transport;
   std::string startup_error;

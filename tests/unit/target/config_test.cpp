@@ -1,7 +1,11 @@
 // JSON configuration: a good config, each kind of error message, and build_target().
 #include "target/config.h"
 
+#include <chrono>
+#include <thread>
+
 #include "fake_transport.h"
+#include "nvme_pcie/model/model_controller.h"
 
 namespace nvmf::target::testing {
 namespace {
@@ -160,7 +164,7 @@ TEST(ConfigTest, BadNamesAndIdentifiers) {
                               "namespaces": [{"bdev": "M", "eui64": "00112233"}]}]})"),
             "subsystems[0].namespaces[0].eui64: \"00112233\" is not 16 hex digits");
   EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "ramdisk", "name": "R"}]})"),
-            "bdevs[0].type: \"ramdisk\" is not a bdev type (null, malloc, uring)");
+            "bdevs[0].type: \"ramdisk\" is not a bdev type (null, malloc, uring, nvme)");
 }
 
 TEST(ConfigTest, Duplicates) {
@@ -261,6 +265,88 @@ TEST_F(BuildTargetTest, BuildErrorsNameTheField) {
   ASSERT_TRUE(taken.add(std::move(*bdev::create_null_bdev(opts))).has_value());
   EXPECT_FALSE(build_target(*parsed, taken, *target_, &message).has_value());
   EXPECT_EQ(message, "bdevs[0].name: \"Malloc0\" is already registered");
+}
+
+TEST(ConfigTest, NvmeBdevParsesAndRefusesWhatTheDeviceDecides) {
+  std::string message;
+  auto parsed = parse_target_config(
+      R"({"bdevs": [{"type": "nvme", "name": "Nvme0", "pci": "0000:00:04.0", "nsid": 2}]})",
+      &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  ASSERT_EQ(parsed->bdevs[0].kind, BdevKind::nvme);
+  EXPECT_EQ(parsed->bdevs[0].nvme_opts.pci, "0000:00:04.0");
+  EXPECT_EQ(parsed->bdevs[0].nvme_opts.nsid, 2u);
+  EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "nvme", "name": "N"}]})"),
+            "bdevs[0].pci: required");
+  EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "nvme", "name": "N", "pci": "00:04.0"}]})"),
+            "bdevs[0].pci: \"00:04.0\" is not a PCI address like \"0000:00:04.0\" "
+            "(domain:bus:device.function)");
+  // Geometry comes from Identify Namespace: a block size in the config would be a lie.
+  EXPECT_NE(parse_error(R"({"bdevs": [{"type": "nvme", "name": "N", "pci": "0000:00:04.0",
+                                       "block_size": 4096}]})")
+                .find("block_size"),
+            std::string::npos);
+}
+
+class NvmeBuildTest : public TargetTest {
+ protected:
+  static bdev::NvmeControllerPool::DeviceOpener model_opener(nvme_pcie::model::ModelController** out) {
+    return [out](const std::string& pci) -> bdev::NvmeControllerPool::DeviceResult {
+      nvme_pcie::model::ModelOpts opts;
+      opts.name = pci;
+      opts.namespaces[0].block_count = 8192;
+      opts.namespaces[0].nguid = {0xA0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+      auto model = nvme_pcie::model::ModelController::create(opts);
+      if (!model) return Unexpected(model.error());
+      *out = model->get();
+      return std::unique_ptr<nvme_pcie::PciDevice>(std::move(*model));
+    };
+  }
+  static constexpr const char* kConfig = R"({
+    "bdevs": [ { "type": "nvme", "name": "Nvme0n1", "pci": "0000:00:04.0" } ],
+    "subsystems": [ { "nqn": "nqn.2026-01.io.example:ssd", "allow_any_host": true,
+                      "namespaces": [ { "bdev": "Nvme0n1" } ] } ] })";
+};
+
+TEST_F(NvmeBuildTest, WithoutThePcieDriverNvmeBdevsAreRefused) {
+  std::string message;
+  auto parsed = parse_target_config(kConfig, &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  bdev::BdevRegistry registry;
+  EXPECT_FALSE(build_target(*parsed, registry, *target_, &message).has_value());
+  EXPECT_EQ(message, "bdevs[0]: nvme bdevs need the PCIe driver, which this program does not start");
+}
+
+TEST_F(NvmeBuildTest, IdentifyDataReachesHostsAndRemovalTakesTheNamespaceAway) {
+  nvme_pcie::model::ModelController* model = nullptr;
+  bdev::NvmeControllerPool pool(model_opener(&model), nvme_pcie::ControllerOpts{});
+  std::string message;
+  auto parsed = parse_target_config(kConfig, &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  {
+    bdev::BdevRegistry registry;
+    ASSERT_TRUE(build_target(*parsed, registry, *target_, &message, &pool).has_value()) << message;
+    ASSERT_NE(model, nullptr);
+    FakeQueue& admin = connect_admin(nullptr, "nqn.2026-01.io.example:ssd");
+    enable(admin);
+    const auto ns = as<spec::IdentifyNamespace>(
+        run(admin, spec::make_identify(0, spec::cns::namespace_data, 1), {}, 4096).data);
+    EXPECT_EQ(ns.nsze, 8192u);  // the device's size, not a configured one
+    EXPECT_EQ(ns.nguid[0], 0xA0);  // the device's NGUID
+    // Surprise removal: the driver's recovery thread notices, the target drops the namespace.
+    model->remove();
+    for (int i = 0; i < 2000 && target_->controller_count("nqn.2026-01.io.example:ssd") > 0; ++i) {
+      const auto list = as<spec::ActiveNamespaceList>(
+          run(admin, spec::make_identify(0, spec::cns::active_namespace_list), {}, 4096).data);
+      if (list.nsid[0] == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const auto list = as<spec::ActiveNamespaceList>(
+        run(admin, spec::make_identify(0, spec::cns::active_namespace_list), {}, 4096).data);
+    EXPECT_EQ(list.nsid[0], 0u);
+    teardown_queues();
+    target_.reset();  // namespaces go before the registry's bdevs
+  }
 }
 
 }  // namespace
