@@ -523,9 +523,7 @@ void Controller::recovery_main() {
 
 void Controller::check_health_locked() {
   if (removal_requested()) {
-    NVMF_ERRLOG(nvme_pcie, "%s: the kernel asks for the device back (hot removal)",
-                address().c_str());
-    mark_removed_locked();
+    mark_removed_locked("the kernel asks for the device back (hot removal)");
     // No queue may touch BAR0 once it is unmapped: wait for owners inside submit()/poll().
     for (IoQueue* queue : io_queues_) {
       while (queue->active_.load(std::memory_order_seq_cst)) std::this_thread::yield();
@@ -535,7 +533,7 @@ void Controller::check_health_locked() {
   }
   const uint32_t csts = device_->read32(offset::csts);
   if (csts == ~uint32_t{0}) {
-    mark_removed_locked();
+    mark_removed_locked("registers read all ones (surprise removal)");
     return;
   }
   if (spec::csts_cfs(csts)) {
@@ -551,10 +549,9 @@ bool Controller::removal_requested() noexcept {
   return read(fd, &count, sizeof(count)) == sizeof(count) && count > 0;
 }
 
-void Controller::mark_removed_locked() {
+void Controller::mark_removed_locked(const char* why) {
   if (state() == ControllerState::removed) return;
-  NVMF_ERRLOG(nvme_pcie, "%s: registers read all ones: device removed; failing its I/O",
-              address().c_str());
+  NVMF_ERRLOG(nvme_pcie, "%s: %s: device removed; its I/O fails", address().c_str(), why);
   state_.store(ControllerState::removed, std::memory_order_seq_cst);
   if (removed_fn_ != nullptr) removed_fn_(removed_ctx_, *this);
 }
@@ -625,7 +622,7 @@ Result<void> Controller::reset_locked() {
   if (!result) {
     const uint32_t csts = device_->read32(offset::csts);
     if (csts == ~uint32_t{0}) {
-      mark_removed_locked();
+      mark_removed_locked("registers read all ones after a failed reset");
     } else {
       NVMF_ERRLOG(nvme_pcie, "%s: reset failed (%s): controller failed; its I/O fails",
                   address().c_str(), result.error().detail);

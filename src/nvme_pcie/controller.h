@@ -185,7 +185,7 @@ class Controller {
   void recovery_main();
   void check_health_locked();
   void check_timeouts_locked();
-  void mark_removed_locked();
+  void mark_removed_locked(const char* why);
   bool removal_requested() noexcept;
   void request_recovery() noexcept;
   void count(uint64_t ControllerStats::*field) noexcept;

@@ -152,7 +152,9 @@ nlohmann::ordered_json config_json(const Settings& settings, const std::string& 
   config["verify"] = settings.verify;
   config["seed"] = settings.seed;
   if (settings.sim) {
-    config["sim_bdev"] = settings.sim_bdev == SimBdevKind::null ? "null" : "malloc";
+    config["sim_bdev"] = settings.sim_bdev == SimBdevKind::null     ? "null"
+                         : settings.sim_bdev == SimBdevKind::malloc ? "malloc"
+                                                                    : "nvme";
     config["sim_bdev_bytes"] = settings.sim_bdev_bytes;
     config["sim_profile"] = settings.sim_profile;
     config["sim_remote_invalidate"] = settings.sim_remote_invalidate;
