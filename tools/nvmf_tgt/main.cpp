@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cinttypes>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -249,6 +250,12 @@ int run(const Options& options) {
   for (reactor::Reactor* reactor : reactors) reactor->take_ownership();
   transport.reset();
   target->reset();
+  // The zero-copy account of each NVMe namespace: 0 unless data arrived outside DMA memory.
+  registry.for_each([](const bdev::Bdev& bdev) {
+    if (std::string_view(bdev.backend_name()) != "nvme") return;
+    NVMF_NOTICELOG(nvmf_tgt, "bdev %s: %" PRIu64 " bytes copied through bounce buffers",
+                   bdev.name().c_str(), bdev::nvme_bdev_bytes_copied(bdev));
+  });
   NVMF_NOTICELOG(nvmf_tgt, "stopped");
   return status;
 }
