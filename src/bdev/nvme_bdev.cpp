@@ -38,6 +38,7 @@ class NvmeChannel final : public IoChannel {
   std::unique_ptr<nvme_pcie::IoQueue> queue_;
   detail::IoQueue failed_;  // refused by a gone controller: complete at the next poll
   uint64_t now_ns_ = 0;     // read once per poll for completions
+  bool closing_ = false;    // in the destructor: what is left completes as aborted
 };
 
 class NvmeBdev final : public Bdev {
@@ -53,9 +54,9 @@ class NvmeBdev final : public Bdev {
   void removed() noexcept { notify_removed(); }
   // Bytes copied by channels already destroyed plus live ones (setup-path lock).
   uint64_t bytes_copied() const noexcept;
-  void channel_closed(uint64_t bytes) noexcept;
   void channel_opened(NvmeChannel* channel) noexcept;
-  void channel_gone(NvmeChannel* channel) noexcept;
+  // Takes the channel off the live list and adds what it copied, in one step.
+  void channel_closed(NvmeChannel* channel, uint64_t bytes) noexcept;
 
  private:
   NvmeControllerPool::Entry& entry_;
@@ -73,12 +74,11 @@ NvmeChannel::NvmeChannel(NvmeBdev& bdev, std::unique_ptr<nvme_pcie::IoQueue> que
 NvmeChannel::~NvmeChannel() {
   owner().check();
   const uint64_t now_ns = clock().now_ns();
-  while (BdevIo* io = failed_.pop_front()) complete(*io, IoStatus::io_error, ENODEV, now_ns);
-  const uint64_t copied = bytes_copied();
-  bdev_.channel_gone(this);
-  bdev_.channel_closed(copied);
+  closing_ = true;
+  while (BdevIo* io = failed_.pop_front()) complete(*io, IoStatus::aborted, 0, now_ns);
+  bdev_.channel_closed(this, bytes_copied());
   now_ns_ = now_ns;
-  queue_.reset();  // completes whatever is left with "aborted"
+  queue_.reset();  // deletes the device queues, then completes what is left as "aborted"
 }
 
 Result<void> NvmeChannel::queue_io(BdevIo& io) noexcept {
@@ -115,20 +115,28 @@ Result<void> NvmeChannel::queue_io(BdevIo& io) noexcept {
   return submitted;
 }
 
+// `aborted` is what bdev.h reserves for a channel that is being destroyed; every other
+// failure is io_error with the reason in errno: ENODEV (device removed), ETIMEDOUT (aborted
+// by the driver after its command timeout), EIO (the device's status, or a command that failed
+// its one retry after a controller reset).
 void NvmeChannel::on_done(void* ctx, const spec::Status& status) {
   auto& io = *static_cast<BdevIo*>(ctx);
   auto& channel = *reinterpret_cast<NvmeChannel*>(io.backend_word[0]);
-  IoStatus result = IoStatus::success;
-  int os_errno = 0;
-  if (!status.is_success()) {
-    const bool aborted = status.sct == spec::sct::generic &&
-                         (status.sc == spec::sc_generic::abort_requested ||
-                          status.sc == spec::sc_generic::aborted_sq_deletion);
-    const nvme_pcie::ControllerState state = channel.bdev_.controller().state();
-    result = aborted ? IoStatus::aborted : IoStatus::io_error;
-    os_errno = state == nvme_pcie::ControllerState::removed ? ENODEV : EIO;
+  if (status.is_success()) {
+    channel.complete(io, IoStatus::success, 0, channel.now_ns_);
+    return;
   }
-  channel.complete(io, result, os_errno, channel.now_ns_);
+  if (channel.closing_) {
+    channel.complete(io, IoStatus::aborted, 0, channel.now_ns_);
+    return;
+  }
+  int os_errno = EIO;
+  if (channel.bdev_.controller().state() == nvme_pcie::ControllerState::removed) {
+    os_errno = ENODEV;
+  } else if (status.sct == spec::sct::generic && status.sc == spec::sc_generic::abort_requested) {
+    os_errno = ETIMEDOUT;
+  }
+  channel.complete(io, IoStatus::io_error, os_errno, channel.now_ns_);
 }
 
 unsigned NvmeChannel::poll_completions(unsigned budget) noexcept {
@@ -167,8 +175,9 @@ uint64_t NvmeBdev::bytes_copied() const noexcept {
   return total;
 }
 
-void NvmeBdev::channel_closed(uint64_t bytes) noexcept {
+void NvmeBdev::channel_closed(NvmeChannel* channel, uint64_t bytes) noexcept {
   std::lock_guard<std::mutex> lock(copies_mutex_);
+  std::erase(live_channels_, channel);
   copies_closed_ += bytes;
 }
 
@@ -177,9 +186,20 @@ void NvmeBdev::channel_opened(NvmeChannel* channel) noexcept {
   live_channels_.push_back(channel);  // setup-path
 }
 
-void NvmeBdev::channel_gone(NvmeChannel* channel) noexcept {
-  std::lock_guard<std::mutex> lock(copies_mutex_);
-  std::erase(live_channels_, channel);
+
+// Read, write and flush always; Write Zeroes when ONCS says so; deallocate only when ONCS has
+// Dataset Management and DLFEAT promises deallocated blocks read back as zeroes (bdev.h's
+// contract for unmap, which the target advertises as DLFEAT to hosts).
+IoTypeMask supported_io_types(const nvme_pcie::Controller& controller,
+                              const nvme_pcie::NamespaceInfo& ns) noexcept {
+  IoTypeMask types = io_type_bit(IoType::read) | io_type_bit(IoType::write) |
+                     io_type_bit(IoType::flush);
+  const uint16_t oncs = controller.identify().oncs;
+  if (oncs & spec::oncs_bit::write_zeroes) types |= io_type_bit(IoType::write_zeroes);
+  if ((oncs & spec::oncs_bit::dataset_management) && (ns.dlfeat & 0x7) == 0x1) {
+    types |= io_type_bit(IoType::unmap);
+  }
+  return types;
 }
 
 }  // namespace
@@ -250,7 +270,7 @@ Result<std::unique_ptr<Bdev>> create_nvme_bdev(const NvmeBdevOpts& opts,
                         .block_size_bytes = ns->block_size_bytes,
                         .block_count = ns->block_count,
                         .uuid = ns->uuid,
-                        .io_types = kAllIoTypes,
+                        .io_types = supported_io_types(controller, *ns),
                         .queue_depth_max = std::min(opts.queue_depth_max,
                                                     controller.io_queue_entries() - 1),
                         .buffer_alignment_bytes = 4,  // PRP entries are dword-aligned

@@ -59,7 +59,7 @@ class NvmeControllerPool {
                                                              NvmeControllerPool& pool) noexcept;
 
 // Bytes an nvme bdev's channels copied through bounce buffers so far (0 on the zero-copy
-// path), and the commands they issued; for any bdev of another backend, 0.
+// path); for any bdev of another backend, 0.
 uint64_t nvme_bdev_bytes_copied(const Bdev& bdev) noexcept;
 
 }  // namespace nvmf::bdev

@@ -291,6 +291,7 @@ Result<void> Controller::identify_namespace(uint32_t nsid) {
   const uint8_t format = id.flbas & 0xF;
   ns.block_size_bytes = 1u << id.lbaf[format].lbads;
   ns.block_count = id.nsze;
+  ns.dlfeat = id.dlfeat;
   std::memcpy(ns.nguid.data(), id.nguid, sizeof(id.nguid));
   std::memcpy(ns.eui64.data(), id.eui64, sizeof(id.eui64));
   if (id.lbaf[format].ms != 0 || ns.block_size_bytes < 512) {
@@ -366,7 +367,8 @@ bool Controller::admin_reap_locked(spec::Cqe* out) {
   return true;
 }
 
-Result<spec::Cqe> Controller::admin_command_locked(spec::Sqe sqe, const env::DmaRegion* data) {
+Result<spec::Cqe> Controller::admin_command_locked(spec::Sqe sqe, const env::DmaRegion* data,
+                                                   uint32_t timeout_ms) {
   AdminQueue& admin = *admin_;
   sqe.cid = admin.next_cid;
   admin.next_cid = static_cast<uint16_t>((admin.next_cid + 1) % kAerCidBase);
@@ -375,7 +377,8 @@ Result<spec::Cqe> Controller::admin_command_locked(spec::Sqe sqe, const env::Dma
   sqe.set_psdt(spec::psdt::prp);
   if (data != nullptr) spec::pcie::sqe_set_prps(sqe, data->iova(data->addr()), 0);
   admin_push_locked(sqe);
-  const uint64_t deadline = opts_.clock->now_ns() + uint64_t{opts_.admin_timeout_ms} * 1000000;
+  if (timeout_ms == 0) timeout_ms = opts_.admin_timeout_ms;
+  const uint64_t deadline = opts_.clock->now_ns() + uint64_t{timeout_ms} * 1000000;
   for (int spins = 0;; ++spins) {
     spec::Cqe cqe;
     while (admin_reap_locked(&cqe)) {
@@ -393,7 +396,7 @@ Result<spec::Cqe> Controller::admin_command_locked(spec::Sqe sqe, const env::Dma
     }
     if (opts_.clock->now_ns() > deadline) {
       NVMF_ERRLOG(nvme_pcie, "%s: admin opcode %02xh timed out after %u ms", address().c_str(),
-                  sqe.opcode, opts_.admin_timeout_ms);
+                  sqe.opcode, timeout_ms);
       return Unexpected(Errc::timed_out, "admin command timed out");
     }
     sleep_a_little(spins);
@@ -478,14 +481,21 @@ Result<void> Controller::create_device_queues_locked(IoQueue& queue) {
   return {};
 }
 
+Result<void> Controller::delete_device_queues_locked(IoQueue& queue, uint32_t timeout_ms) {
+  auto sq = admin_command_locked(
+      spec::pcie::make_delete_io_queue(spec::admin_opcode::delete_io_sq, 0, queue.qid_), nullptr,
+      timeout_ms);
+  if (!sq) return Unexpected(sq.error());
+  auto cq = admin_command_locked(
+      spec::pcie::make_delete_io_queue(spec::admin_opcode::delete_io_cq, 0, queue.qid_), nullptr,
+      timeout_ms);
+  if (!cq) return Unexpected(cq.error());
+  return {};
+}
+
 void Controller::destroy_io_queue(IoQueue& queue) {
   std::lock_guard<std::mutex> lock(admin_mutex_);
-  if (state() == ControllerState::live) {
-    (void)admin_command_locked(
-        spec::pcie::make_delete_io_queue(spec::admin_opcode::delete_io_sq, 0, queue.qid_), nullptr);
-    (void)admin_command_locked(
-        spec::pcie::make_delete_io_queue(spec::admin_opcode::delete_io_cq, 0, queue.qid_), nullptr);
-  }
+  if (state() == ControllerState::live) (void)delete_device_queues_locked(queue, 0);
   qid_in_use_[queue.qid_] = false;
   io_queues_.erase(std::find(io_queues_.begin(), io_queues_.end(), &queue));
 }
@@ -608,6 +618,7 @@ Result<void> Controller::reset_locked() {
   for (IoQueue* queue : io_queues_) {
     while (queue->active_.load(std::memory_order_seq_cst)) std::this_thread::yield();
   }
+  delete_queues_before_reset_locked();
   Result<void> result = disable_and_wait();
   if (result) result = setup_admin_queue();
   if (result) result = enable_and_wait();
@@ -635,6 +646,20 @@ Result<void> Controller::reset_locked() {
   state_.store(ControllerState::live, std::memory_order_seq_cst);
   NVMF_NOTICELOG(nvme_pcie, "%s: controller reset complete", address().c_str());
   return {};
+}
+
+// As the kernel does before it disables a controller that still answers: delete the I/O
+// queues, so the controller finishes or aborts their commands in order rather than having
+// them cut off by CC.EN = 0 (some devices, and QEMU under load, handle the latter badly).
+// Their answers land in rings that are zeroed next. A controller in fatal status, or one that
+// does not answer within a short time, is disabled at once.
+void Controller::delete_queues_before_reset_locked() {
+  constexpr uint32_t kDeleteTimeoutMs = 500;
+  const uint32_t csts = device_->read32(offset::csts);
+  if (csts == ~uint32_t{0} || spec::csts_cfs(csts) || !spec::csts_rdy(csts)) return;
+  for (IoQueue* queue : io_queues_) {
+    if (!delete_device_queues_locked(*queue, kDeleteTimeoutMs)) return;
+  }
 }
 
 // After a reset the queue count is back to "none requested": ask again, and keep the grant we

@@ -75,6 +75,7 @@ struct NamespaceInfo {
   std::array<uint8_t, 16> nguid{};
   std::array<uint8_t, 8> eui64{};
   std::array<uint8_t, 16> uuid{};  // from the descriptor list (type 3), zero when absent
+  uint8_t dlfeat = 0;              // Deallocate Logical Block Features (bits 2:0 = 001b: zeroes)
 };
 
 enum class ControllerState : uint8_t {
@@ -168,15 +169,18 @@ class Controller {
   Result<void> set_queue_count();
   Result<void> set_queue_count_again_locked();
   void enable_async_events_locked();
-  // Submits on the admin queue and polls until it completes or admin_timeout_ms passes.
-  // `data` (4 KiB of DMA memory) becomes PRP1 when not null.
-  Result<spec::Cqe> admin_command_locked(spec::Sqe sqe, const env::DmaRegion* data);
+  // Submits on the admin queue and polls until it completes or the timeout (0:
+  // admin_timeout_ms) passes. `data` (4 KiB of DMA memory) becomes PRP1 when not null.
+  Result<spec::Cqe> admin_command_locked(spec::Sqe sqe, const env::DmaRegion* data,
+                                         uint32_t timeout_ms = 0);
   void admin_push_locked(spec::Sqe sqe);
   bool admin_reap_locked(spec::Cqe* out);
   void post_async_event_requests_locked();
   void poll_admin_locked();
   void handle_async_event_locked(const spec::Cqe& cqe);
   Result<void> create_device_queues_locked(IoQueue& queue);
+  Result<void> delete_device_queues_locked(IoQueue& queue, uint32_t timeout_ms);
+  void delete_queues_before_reset_locked();
   void destroy_io_queue(IoQueue& queue);  // takes admin_mutex_ itself
   Result<void> reset_locked();
   Result<void> shutdown_locked();
@@ -254,7 +258,9 @@ struct IoCommand {
 
 class IoQueue {
  public:
-  ~IoQueue();  // owner thread: deletes the device queues; outstanding requests complete aborted
+  // Owner thread: deletes the device queues first (so the device has let go of every buffer),
+  // then completes each outstanding request once with "aborted".
+  ~IoQueue();
   IoQueue(const IoQueue&) = delete;
   IoQueue& operator=(const IoQueue&) = delete;
 
@@ -313,7 +319,11 @@ class IoQueue {
   Result<void> submit_rw(const IoCommand& command, Request& request) noexcept;
   Result<void> submit_simple(const IoCommand& command, Request& request) noexcept;
   Result<void> submit_deallocate(const IoCommand& command, Request& request) noexcept;
-  bool direct_dma_possible(const iovec* iov, unsigned iovcnt) const noexcept;
+  enum class DataPointer : uint8_t { prp, sgl, bounce };
+  DataPointer data_pointer_for(const iovec* iov, unsigned iovcnt) const noexcept;
+  void fill_sgl(Tracker& tracker, const PrpSegment* segments, unsigned count) noexcept;
+  Result<void> take_bounce(const IoCommand& command, uint64_t length, uint64_t children,
+                           Request& request, iovec* bounced) noexcept;
   unsigned collect_segments(const iovec* iov, unsigned iovcnt, uint64_t offset, uint64_t length,
                             PrpSegment* segments) const noexcept;
   bool take_trackers(Request& request, uint32_t count, Tracker** out) noexcept;

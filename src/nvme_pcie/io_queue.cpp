@@ -123,11 +123,11 @@ Result<void> IoQueue::allocate() {
 
 IoQueue::~IoQueue() {
   owner_.check();
-  {
-    ActiveScope active(*this);
-    fail_all(kAbortedStatus);
-  }
+  // Delete I/O SQ completes or aborts every command on the device before it answers, so after
+  // this no DMA touches a buffer the callbacks below hand back.
   controller_.destroy_io_queue(*this);
+  ActiveScope active(*this);
+  fail_all(kAbortedStatus);
 }
 
 // ---- submit ----
@@ -210,19 +210,44 @@ Result<const NamespaceInfo*> IoQueue::check_range(const IoCommand& command) cons
   return ns;
 }
 
-// Can the caller's iovecs go to the device as they are? Every byte in DMA memory, and
-// boundaries PRPs can express (see prp.h).
-bool IoQueue::direct_dma_possible(const iovec* iov, unsigned iovcnt) const noexcept {
-  if (iovcnt > kSegmentsMax) return false;
+// How the caller's iovecs can go to the device: as PRPs (every byte in DMA memory, boundaries
+// PRPs can express: see prp.h), as an SGL (in DMA memory, any boundaries, when the controller
+// supports SGLs; dword-aligned when it asks for that), or not at all (bounce).
+IoQueue::DataPointer IoQueue::data_pointer_for(const iovec* iov, unsigned iovcnt) const noexcept {
+  if (iovcnt > kSegmentsMax) return DataPointer::bounce;
   const PciDevice& device = *controller_.device_;
+  bool prp_possible = true;
+  bool dword_aligned = true;
   for (unsigned i = 0; i < iovcnt; ++i) {
     const uint64_t iova = device.dma_address(iov[i].iov_base, iov[i].iov_len);
-    if (iova == env::kBadIova) return false;
-    if (i == 0 && (iova & 0x3) != 0) return false;
-    if (i > 0 && (iova & kPageMask) != 0) return false;
-    if (i + 1 < iovcnt && ((iova + iov[i].iov_len) & kPageMask) != 0) return false;
+    if (iova == env::kBadIova) return DataPointer::bounce;
+    if (((iova | iov[i].iov_len) & 0x3) != 0) dword_aligned = false;
+    if (i == 0 && (iova & 0x3) != 0) prp_possible = false;
+    if (i > 0 && (iova & kPageMask) != 0) prp_possible = false;
+    if (i + 1 < iovcnt && ((iova + iov[i].iov_len) & kPageMask) != 0) prp_possible = false;
   }
-  return true;
+  if (prp_possible) return DataPointer::prp;
+  const uint32_t sgls = controller_.identify_.sgls & 0x3;
+  const bool sgl_possible = sgls == spec::sgls_bit::supported_no_alignment ||
+                            (sgls == spec::sgls_bit::supported_dword_alignment && dword_aligned);
+  return sgl_possible ? DataPointer::sgl : DataPointer::bounce;
+}
+
+// PSDT 01b: one Data Block descriptor in the SQE, or a Last Segment descriptor pointing at the
+// command's list page of Data Block descriptors (at most kSegmentsMax, 16 bytes each).
+void IoQueue::fill_sgl(Tracker& tracker, const PrpSegment* segments, unsigned count) noexcept {
+  tracker.sqe.set_psdt(spec::psdt::sgl_mptr_contiguous);
+  if (count == 1) {
+    tracker.sqe.sgl1 = spec::make_data_block(segments[0].iova, segments[0].length_bytes);
+    return;
+  }
+  auto* list = reinterpret_cast<spec::SglDescriptor*>(tracker.list_pages[0].entries);
+  for (unsigned i = 0; i < count; ++i) {
+    list[i] = spec::make_data_block(segments[i].iova, segments[i].length_bytes);
+  }
+  tracker.sqe.sgl1 = spec::make_last_segment(tracker.list_pages[0].iova,
+                                             count * spec::sgl_descriptor_size,
+                                             spec::sgl_subtype::address);
 }
 
 // The PRP segments of bytes [offset, offset + length) of the data.
@@ -258,28 +283,12 @@ Result<void> IoQueue::submit_rw(const IoCommand& command, Request& request) noex
   if (children > kChildrenMax || children > commands_max()) {
     return Unexpected(Errc::invalid_argument, "transfer too large for one request");
   }
-  const bool is_write = command.opcode == spec::nvm_opcode::write;
   iovec bounced{};
   const iovec* iov = command.iov;
   unsigned iovcnt = command.iovcnt;
-  if (!direct_dma_possible(iov, iovcnt)) {
-    if (length > controller_.max_transfer_bytes()) {
-      return Unexpected(Errc::invalid_argument, "data outside DMA memory larger than a bounce buffer");
-    }
-    if (free_bounce_.empty() || children > free_tracker_count_) {
-      return Unexpected(Errc::busy, "no bounce buffer free");
-    }
-    request.bounce = free_bounce_.back();
-    free_bounce_.pop_back();
-    bounced = {request.bounce, length};
-    if (is_write) {
-      copy_from_iov(iov, iovcnt, request.bounce);
-      counter_add(stats_.bytes_copied, length);
-    } else {
-      request.read_iov = iov;
-      request.read_iovcnt = iovcnt;
-    }
-    counter_add(stats_.bounced, 1);
+  const DataPointer pointer = data_pointer_for(iov, iovcnt);
+  if (pointer == DataPointer::bounce) {
+    if (auto taken = take_bounce(command, length, children, request, &bounced); !taken) return taken;
     iov = &bounced;
     iovcnt = 1;
   }
@@ -298,10 +307,14 @@ Result<void> IoQueue::submit_rw(const IoCommand& command, Request& request) noex
     PrpSegment segments[kSegmentsMax];
     const unsigned count = collect_segments(iov, iovcnt, first * block_size,
                                             uint64_t{blocks} * block_size, segments);
+    if (pointer == DataPointer::sgl) {
+      fill_sgl(tracker, segments, count);
+      continue;
+    }
     PrpPointers prps;
     if (auto built = build_prps(segments, count, tracker.list_pages, prp_list_pages_per_tracker_, &prps);
         !built) {
-      // Cannot happen after direct_dma_possible(); refuse rather than send a bad command.
+      // Cannot happen after data_pointer_for(); refuse rather than send a bad command.
       return_trackers(trackers, static_cast<uint32_t>(children));
       release_bounce(request);
       return built;
@@ -309,6 +322,30 @@ Result<void> IoQueue::submit_rw(const IoCommand& command, Request& request) noex
     spec::pcie::sqe_set_prps(tracker.sqe, prps.prp1, prps.prp2);
   }
   for (uint32_t child = 0; child < children; ++child) push_sqe(*trackers[child]);
+  return {};
+}
+
+// Data outside DMA memory (or shaped so neither PRPs nor SGLs can carry it) moves through one
+// of the queue's bounce buffers: copied in now for a write, out at completion for a read.
+Result<void> IoQueue::take_bounce(const IoCommand& command, uint64_t length, uint64_t children,
+                                  Request& request, iovec* bounced) noexcept {
+  if (length > controller_.max_transfer_bytes()) {
+    return Unexpected(Errc::invalid_argument, "data outside DMA memory larger than a bounce buffer");
+  }
+  if (free_bounce_.empty() || children > free_tracker_count_) {
+    return Unexpected(Errc::busy, "no bounce buffer free");
+  }
+  request.bounce = free_bounce_.back();
+  free_bounce_.pop_back();
+  *bounced = {request.bounce, length};
+  if (command.opcode == spec::nvm_opcode::write) {
+    copy_from_iov(command.iov, command.iovcnt, request.bounce);
+    counter_add(stats_.bytes_copied, length);
+  } else {
+    request.read_iov = command.iov;
+    request.read_iovcnt = command.iovcnt;
+  }
+  counter_add(stats_.bounced, 1);
   return {};
 }
 

@@ -215,8 +215,11 @@ void Controller::identify_namespace(Request& req) noexcept {
     data.flbas = spec::make_flbas(0, false);
     data.lbaf[0].lbads = static_cast<uint8_t>(log2_of(bdev.block_size_bytes()));
     data.nmic = 1;  // may be attached to several controllers (SPDK: can_share)
-    // Deallocated blocks read back as zeroes on backends that store data (bdev.h IoType::unmap).
-    if (std::strcmp(bdev.backend_name(), "null") != 0) data.dlfeat = 0x1;
+    // Deallocated blocks read back as zeroes on backends that store data and deallocate
+    // (bdev.h IoType::unmap; an nvme bdev offers unmap only when its device promises zeroes).
+    if (std::strcmp(bdev.backend_name(), "null") != 0 && bdev.supports(bdev::IoType::unmap)) {
+      data.dlfeat = 0x1;
+    }
     put_u128(data.nvmcap, bdev.size_bytes());
     std::memcpy(data.nguid, ns->nguid().data(), sizeof(data.nguid));
     std::memcpy(data.eui64, ns->eui64().data(), sizeof(data.eui64));

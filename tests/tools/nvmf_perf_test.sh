@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # nvmf_perf as a user runs it, on the in-process sim target: a verified mixed run is clean and
-# its --json says so; a plain run works too; bad options exit 2 with one line that names the
-# option. Usage: nvmf_perf_test.sh NVMF_PERF
+# its --json says so; a plain run works too; the PCIe path on the in-process NVMe controller
+# model (-r 'trtype:PCIe traddr:model') verifies with zero copies, also with I/Os the driver
+# splits; bad options exit 2 with one line that names the option; a device that cannot be
+# opened exits 1 with the driver's reason. Usage: nvmf_perf_test.sh NVMF_PERF
 set -uo pipefail
 perf="$1"
 work=$(mktemp -d)
@@ -59,6 +61,64 @@ grep -q "IOPS" "$work/verify.log"
 check "progress lines printed" $? "$(head -5 "$work/verify.log")"
 grep -q "^Total" "$work/verify.log"
 check "result table printed" $? "$(tail -5 "$work/verify.log")"
+grep -q "us CPU per I/O" "$work/verify.log"
+check "CPU per I/O printed" $? "$(tail -5 "$work/verify.log")"
+if [ -s "$work/out.json" ]; then
+  cpu=$(json_get "$work/out.json" .cpu_us_per_io)
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$cpu"
+  check "CPU per I/O measured (RDMA)" $? "cpu_us_per_io $cpu"
+fi
+
+# pcie_run NAME JSON ARGS...: a run of the PCIe path on the controller model that must be
+# clean: exit 0, no errors, no verify failures, I/Os done, no byte copied (DMA buffers).
+pcie_run() {
+  local name="$1" json="$2"
+  shift 2
+  "$perf" -r 'trtype:PCIe traddr:model' "$@" --json "$json" >"$work/$name.log" 2>&1
+  rc=$?
+  check "PCIe model $name exits 0" $rc "status $rc: $(tail -20 "$work/$name.log")"
+  if [ ! -s "$json" ]; then
+    check "PCIe model $name json written" 1 "no $json: $(tail -5 "$work/$name.log")"
+    return 1
+  fi
+  local key value
+  for key in errors verify_failures bytes_copied; do
+    value=$(json_get "$json" ".$key")
+    [ "$value" = 0 ]
+    check "PCIe model $name: $key 0" $? "$key $value"
+  done
+  value=$(json_get "$json" .ios)
+  [ "$value" -gt 0 ] 2>/dev/null
+  check "PCIe model $name: I/Os completed" $? "ios $value"
+  value=$(json_get "$json" .cpu_us_per_io)
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$value"
+  check "PCIe model $name: CPU per I/O measured" $? "cpu_us_per_io $value"
+}
+
+# The PCIe path: the userspace driver on the in-process controller model, every read checked.
+pcie_run randrw "$work/pcie.json" -w randrw -M 70 -q 16 -o 4096 -t 2 --verify
+grep -q "^PCIe: 0 bytes copied through bounce buffers" "$work/randrw.log"
+check "PCIe copies line printed" $? "$(tail -5 "$work/randrw.log")"
+# 128 KiB sequential: the model's MDTS (2^5 pages), one command each; 256 KiB: the driver
+# splits every I/O in two, and the halves still land where the pattern says.
+pcie_run seq128k "$work/pcie128k.json" -w rw -M 50 -q 8 -o 131072 -t 1 --verify
+pcie_run seq256k "$work/pcie256k.json" -w rw -M 50 -q 8 -o 262144 -t 1 --verify
+if [ -s "$work/pcie256k.json" ]; then
+  split=$(json_get "$work/pcie256k.json" .commands_split)
+  [ "$split" -gt 0 ] 2>/dev/null
+  check "PCIe model 256 KiB I/Os are split" $? "commands_split $split"
+fi
+# Two workers, two namespaces, each worker with its own I/O queue.
+pcie_run two_workers "$work/pcie2.json" -w randwrite -q 8 -c 2 --ns-count 2 -t 1 --verify
+grep -q "worker 1 nsid 2" "$work/two_workers.log"
+check "PCIe model: both workers and namespaces reported" $? "$(tail -10 "$work/two_workers.log")"
+
+# A function that cannot be opened (no VFIO, no hugepages, or no such device): exit 1 with
+# the driver's reason on the last line.
+out=$("$perf" -r 'trtype:PCIe traddr:ffff:ff:1f.7' -w read -t 1 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 1 ] && [[ "$(printf '%s\n' "$out" | tail -1)" == *"cannot open ffff:ff:1f.7: "* ]]
+check "PCIe device that cannot be opened exits 1" $? "status $rc, stderr: $out"
 
 # A plain run on null namespaces, two of them, sequential writes.
 "$perf" --sim -w write -q 8 -o 8192 -t 1 --ns-count 2 >"$work/plain.log" 2>&1
@@ -92,6 +152,11 @@ bad "read percent on reads" "-M" --sim -w randread -M 70 -t 1
 bad "bad memreg" "--memreg" --sim -w read --memreg fastest -t 1
 bad "bad trid" "-r" -r "trtype:TCP traddr:10.0.0.1" -w read -t 1
 bad "unwritable json" "--json" --sim -w read -t 1 --json /nonexistent-dir/out.json
+bad "bad PCI address" "DDDD:BB:DD.F" -r "trtype:PCIe traddr:01:00.0" -w read -t 1
+bad "PCIe excludes --sim" "--sim" --sim -r "trtype:PCIe traddr:model" -w read -t 1
+bad "PCIe takes no --memreg" "--memreg" -r "trtype:PCIe traddr:model" -w read --memreg sagi -t 1
+bad "unwritable json (PCIe)" "--json" -r "trtype:PCIe traddr:model" -w read -t 1 \
+  --json /nonexistent-dir/out.json
 
 echo "nvmf_perf: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

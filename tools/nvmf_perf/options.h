@@ -46,6 +46,21 @@ inline constexpr uint32_t kCoresMax = 127;
 // Namespaces per subsystem at most (TargetOpts::max_namespaces_default range).
 inline constexpr uint32_t kNamespacesMax = 1024;
 
+// -r 'trtype:PCIe traddr:model': the PCIe path on the in-process NVMe controller model
+// (src/nvme_pcie/model) instead of a VFIO device, so the path runs on a machine without one.
+inline constexpr const char* kPcieModelAddress = "model";
+
+// True for a PCI function address in the one form VFIO's sysfs paths use: DDDD:BB:DD.F,
+// hexadecimal domain, bus and device (0..1f), function 0..7.
+bool pci_address_valid(std::string_view address) noexcept;
+
+// Reads an -r transport ID just far enough to tell the PCIe path from a fabric one. "" and
+// *pcie false: not trtype PCIe (the host library parses it later); "" and *pcie true:
+// *pci_address is the traddr, lowercase (DDDD:BB:DD.F or kPcieModelAddress); else a one-line
+// reason (a bad traddr, a key PCIe does not take, ...). Keys and the trtype value are matched
+// without regard to case, as SPDK does.
+std::string parse_pcie_trid(std::string_view trid, bool* pcie, std::string* pci_address);
+
 // The command line as typed. `*_given` says whether an option appeared (defaults depend on it).
 struct Options {
   std::string trid;                  // -r
@@ -64,31 +79,39 @@ struct Options {
   std::string sim_remote_invalidate; // --sim-remote-invalidate; empty = not given (on)
   uint64_t sim_bdev_size_mib = 0;    // --sim-bdev-size-mib; 0 = not given
   std::string memreg = "global";     // --memreg
+  bool memreg_given = false;
   bool verify = false;               // --verify
   std::string json_path;             // --json
   std::string log_level = "notice";  // --log-level
   uint32_t io_queue_size = 0;        // --io-queue-size; 0 = not given
   uint64_t seed = 1;                 // --seed: random offsets and the sim's choices
   uint32_t reconnect_delay_ms = 1000;      // --reconnect-delay-ms
+  bool reconnect_delay_given = false;
   uint32_t ctrl_loss_timeout_ms = 600000;  // --ctrl-loss-timeout-ms
+  bool ctrl_loss_timeout_given = false;
 };
 
 // What the run uses, every default resolved.
 struct Settings {
   bool sim = false;
   std::string trid;  // empty with sim (the sim target's address is used)
+  // -r 'trtype:PCIe traddr:...': a local controller through src/nvme_pcie, no fabric.
+  bool pcie = false;
+  std::string pci_address;  // with pcie: DDDD:BB:DD.F (lowercase) or kPcieModelAddress
+  bool pcie_model() const noexcept { return pcie && pci_address == kPcieModelAddress; }
   Workload workload = Workload::read;
   uint32_t read_percent = 100;  // of I/Os that are reads: 100 read*, 0 write*, -M for mixes
   uint32_t queue_depth = 32;
   uint32_t io_size_bytes = 4096;
   uint32_t time_s = 10;
   uint32_t cores = 1;
-  uint32_t ns_count = 0;  // 0 = every active namespace (not sim)
+  uint32_t ns_count = 0;  // 0 = every active namespace (not sim, not the PCIe model)
   SimBdevKind sim_bdev = SimBdevKind::null;
+  // Each sim namespace; with the PCIe model each model namespace (kSimMallocBytesDefault).
   uint64_t sim_bdev_bytes = kSimNullBytesDefault;
   std::string sim_profile = "rxe";
   bool sim_remote_invalidate = true;
-  std::string memreg = "global";
+  std::string memreg = "global";  // RDMA only
   bool verify = false;
   std::string json_path;
   std::string log_level = "notice";

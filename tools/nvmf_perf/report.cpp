@@ -70,6 +70,17 @@ std::string format_table(const std::vector<ResultRow>& rows, const Summary& summ
                 summary.reconnects, summary.busy_retries, summary.qp_errors,
                 summary.mw_bind_errors);
   table += line;
+  std::snprintf(line, sizeof(line),
+                "%.2f IOPS, %.2f us CPU per I/O (%.2f s process CPU for %" PRIu64 " I/Os)\n",
+                summary.total.iops(), summary.cpu_us_per_io(), summary.cpu_s, summary.total.ios);
+  table += line;
+  if (summary.pcie) {
+    std::snprintf(line, sizeof(line),
+                  "PCIe: %" PRIu64 " bytes copied through bounce buffers, %" PRIu64
+                  " requests split, %" PRIu64 " controller resets\n",
+                  summary.bytes_copied, summary.commands_split, summary.controller_resets);
+    table += line;
+  }
   return table;
 }
 
@@ -94,6 +105,13 @@ nlohmann::ordered_json summary_json(const Summary& summary) {
   json["busy_retries"] = summary.busy_retries;
   json["qp_errors"] = summary.qp_errors;
   json["mw_bind_errors"] = summary.mw_bind_errors;
+  json["cpu_us_per_io"] = round2(summary.cpu_us_per_io());
+  json["cpu_s"] = round2(summary.cpu_s);
+  if (summary.pcie) {
+    json["bytes_copied"] = summary.bytes_copied;
+    json["commands_split"] = summary.commands_split;
+    json["controller_resets"] = summary.controller_resets;
+  }
   return json;
 }
 

@@ -1,5 +1,6 @@
 // nvmf_perf's run: the wiring between the checked settings, the target (a real one through
-// -r, or the in-process sim target), the host library and the workers, and the report.
+// -r, or the in-process sim target), the host library and the workers, and the report. With
+// -r 'trtype:PCIe ...' it hands over to run_pcie() (pcie_run.h).
 #pragma once
 
 #include "options.h"

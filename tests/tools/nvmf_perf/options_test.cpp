@@ -114,6 +114,7 @@ TEST(PerfOptions, HelpIsNotAnError) {
   const std::string help = testing::internal::GetCapturedStdout();
   EXPECT_EQ(parsed.code, 1);
   EXPECT_NE(help.find("--sim-profile"), std::string::npos);
+  EXPECT_NE(help.find("trtype:PCIe traddr:model"), std::string::npos);
 }
 
 TEST(PerfOptions, BadValuesNameTheOption) {
@@ -155,6 +156,106 @@ TEST(PerfOptions, SimOptionsNeedSim) {
                  "--sim-remote-invalidate needs --sim");
   expect_refused({"-r", trid, "-w", "read", "--sim-bdev-size-mib", "8"},
                  "--sim-bdev-size-mib needs --sim");
+}
+
+TEST(PerfOptions, PcieTransportIdSelectsThePciePath) {
+  const Parsed parsed = parse({"-r", "trtype:PCIe traddr:0000:01:00.0", "-w", "randread",
+                               "-q", "64", "-c", "2"});
+  ASSERT_EQ(parsed.code, 0);
+  ASSERT_EQ(parsed.error, "");
+  const Settings& s = parsed.settings;
+  EXPECT_TRUE(s.pcie);
+  EXPECT_FALSE(s.sim);
+  EXPECT_FALSE(s.pcie_model());
+  EXPECT_EQ(s.pci_address, "0000:01:00.0");
+  EXPECT_EQ(s.ns_count, 0u) << "all active namespaces of the device";
+  EXPECT_EQ(s.cores, 2u);
+  // trtype and the keys are matched without regard to case (SPDK's strcasecmp); the address
+  // is kept lowercase, as sysfs spells it.
+  const Parsed upper = parse({"-r", "TRTYPE:pcie TrAddr:0000:AB:1F.7", "-w", "read"});
+  ASSERT_EQ(upper.error, "");
+  EXPECT_TRUE(upper.settings.pcie);
+  EXPECT_EQ(upper.settings.pci_address, "0000:ab:1f.7");
+  EXPECT_EQ(parse({"-r", "traddr=0000:00:04.0 trtype=PCIe", "-w", "read"}).settings.pci_address,
+            "0000:00:04.0");
+}
+
+TEST(PerfOptions, PcieModelMakesItsNamespaces) {
+  const Parsed parsed = parse({"-r", "trtype:PCIe traddr:model", "-w", "randrw", "-M", "70",
+                               "-q", "16", "--verify", "--json", "F"});
+  ASSERT_EQ(parsed.error, "");
+  const Settings& s = parsed.settings;
+  EXPECT_TRUE(s.pcie_model());
+  EXPECT_EQ(s.ns_count, 1u);
+  EXPECT_EQ(s.sim_bdev_bytes, kSimMallocBytesDefault);
+  const Parsed sized = parse({"-r", "trtype:PCIe traddr:model", "-w", "read", "--ns-count", "3",
+                              "--sim-bdev-size-mib", "8"});
+  ASSERT_EQ(sized.error, "");
+  EXPECT_EQ(sized.settings.ns_count, 3u);
+  EXPECT_EQ(sized.settings.sim_bdev_bytes, uint64_t{8} << 20);
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "--sim-bdev-size-mib", "1",
+                  "-o", "2097152"},
+                 "smaller than one I/O");
+}
+
+TEST(PerfOptions, BadPciAddressIsRefused) {
+  for (const char* address : {"01:00.0", "0000:01:00", "0000:01:00.8", "0000:01:20.0",
+                              "0000-01-00.0", "00000:01:00.0", "0000:01:00.0x", "0000:g1:00.0",
+                              "model0"}) {
+    expect_refused({"-r", std::string("trtype:PCIe traddr:") + address, "-w", "read"},
+                   "is not a PCI address DDDD:BB:DD.F");
+  }
+  expect_refused({"-r", "trtype:PCIe", "-w", "read"}, "trtype PCIe needs traddr");
+  expect_refused({"-r", "trtype:PCIe traddr:0000:01:00.0 subnqn:nqn.2026-01.io.x:y", "-w", "read"},
+                 "takes traddr only, not subnqn");
+  EXPECT_TRUE(pci_address_valid("0000:00:1f.7"));
+  EXPECT_TRUE(pci_address_valid("FFFF:FF:1F.0"));
+  EXPECT_FALSE(pci_address_valid(""));
+  EXPECT_FALSE(pci_address_valid("0000:00:1f.7 "));
+}
+
+TEST(PerfOptions, PcieExcludesSimAndItsOptions) {
+  const Parsed both = parse({"--sim", "-r", "trtype:PCIe traddr:model", "-w", "read"});
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.error.find("--sim"), std::string::npos) << both.error;
+  const std::string device = "trtype:PCIe traddr:0000:01:00.0";
+  expect_refused({"-r", device, "-w", "read", "--sim-bdev", "malloc"}, "--sim-bdev needs --sim");
+  expect_refused({"-r", device, "-w", "read", "--sim-profile", "rxe"}, "--sim-profile needs --sim");
+  expect_refused({"-r", device, "-w", "read", "--sim-bdev-size-mib", "8"},
+                 "--sim-bdev-size-mib needs --sim or -r 'trtype:PCIe traddr:model'");
+  // The fabric's options mean nothing to a local controller.
+  expect_refused({"-r", device, "-w", "read", "--memreg", "sagi"}, "--memreg applies to RDMA");
+  expect_refused({"-r", device, "-w", "read", "--reconnect-delay-ms", "5"},
+                 "--reconnect-delay-ms applies to RDMA");
+  expect_refused({"-r", device, "-w", "read", "--ctrl-loss-timeout-ms", "5"},
+                 "--ctrl-loss-timeout-ms applies to RDMA");
+  // ... and are still fine on RDMA.
+  EXPECT_EQ(parse({"-r", "trtype:RDMA traddr:10.0.0.1", "-w", "read", "--memreg", "sagi"}).error,
+            "");
+}
+
+TEST(PerfOptions, OnlyTrtypePcieIsThePciePath) {
+  // A traddr that looks like a PCI address does not make an RDMA ID a PCIe one; other trtypes
+  // are left to the host library (which refuses them when the run starts).
+  for (const char* trid : {"trtype:RDMA traddr:0000:01:00.0", "traddr:10.0.0.1",
+                           "trtype:TCP traddr:10.0.0.1"}) {
+    const Parsed parsed = parse({"-r", trid, "-w", "read"});
+    EXPECT_EQ(parsed.error, "") << trid;
+    EXPECT_FALSE(parsed.settings.pcie) << trid;
+  }
+  expect_refused({"-w", "read"}, "trtype:PCIe");  // the no-target message names both paths
+}
+
+TEST(PerfOptions, PcieQueueEntriesFollowTheSameRule) {
+  Settings settings =
+      parse({"-r", "trtype:PCIe traddr:model", "-w", "read", "-q", "64", "--ns-count", "4"})
+          .settings;
+  uint32_t entries = 0;
+  EXPECT_EQ(io_queue_entries(settings, 4, &entries), "");
+  EXPECT_EQ(entries, 257u) << "q x namespaces + 1";
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "-q", "64", "--ns-count", "4",
+                  "--io-queue-size", "256"},
+                 "needs 257");
 }
 
 TEST(PerfOptions, EveryLibraryNameIsAccepted) {

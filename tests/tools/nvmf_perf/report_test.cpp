@@ -38,7 +38,8 @@ TEST(PerfReport, JsonKeysAreExact) {
   const std::vector<std::string> expected = {"iops",   "mibps",      "lat_us",
                                              "ios",    "errors",     "reconnects",
                                              "verify_failures", "busy_retries",
-                                             "qp_errors", "mw_bind_errors"};
+                                             "qp_errors", "mw_bind_errors", "cpu_us_per_io",
+                                             "cpu_s"};
   EXPECT_EQ(keys(json), expected);
   const std::vector<std::string> latency = {"avg", "min", "max", "p50", "p99", "p999", "p9999"};
   EXPECT_EQ(keys(json["lat_us"]), latency);
@@ -66,6 +67,42 @@ TEST(PerfReport, JsonValues) {
   EXPECT_EQ(json["mw_bind_errors"].get<uint64_t>(), 2u);
   EXPECT_TRUE(json["ios"].is_number_unsigned());
   EXPECT_TRUE(json["mw_bind_errors"].is_number_unsigned());
+}
+
+TEST(PerfReport, CpuTimePerIo) {
+  Summary summary = sample();
+  summary.cpu_s = 0.5;  // 0.5 s for 200000 I/Os: 2.5 us each
+  EXPECT_DOUBLE_EQ(summary.cpu_us_per_io(), 2.5);
+  const auto json = nlohmann::json::parse(summary_json(summary).dump());
+  EXPECT_DOUBLE_EQ(json["cpu_us_per_io"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(json["cpu_s"].get<double>(), 0.5);
+  const std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("66666.67 IOPS, 2.50 us CPU per I/O (0.50 s process CPU for 200000 I/Os)"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("PCIe"), std::string::npos) << "RDMA runs have no PCIe line";
+  EXPECT_FALSE(json.contains("bytes_copied"));
+  EXPECT_EQ(Summary{}.cpu_us_per_io(), 0.0) << "no I/O: 0, not NaN";
+}
+
+TEST(PerfReport, PcieCopiesAndSplits) {
+  Summary summary = sample();
+  summary.pcie = true;
+  summary.bytes_copied = 0;
+  summary.commands_split = 12;
+  summary.controller_resets = 1;
+  const nlohmann::ordered_json json = summary_json(summary);
+  const std::vector<std::string> names = keys(json);
+  const std::vector<std::string> tail(names.end() - 3, names.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"bytes_copied", "commands_split", "controller_resets"}));
+  EXPECT_EQ(json["bytes_copied"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(json["bytes_copied"].is_number_unsigned());
+  EXPECT_EQ(json["commands_split"].get<uint64_t>(), 12u);
+  const std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("PCIe: 0 bytes copied through bounce buffers, 12 requests split, 1 "
+                       "controller resets"),
+            std::string::npos)
+      << table;
 }
 
 TEST(PerfReport, MoreKeysGoAfterTheFixedOnes) {

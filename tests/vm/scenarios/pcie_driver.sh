@@ -6,7 +6,7 @@
 # under I/O that loses nothing, and hot removal of the second controller (QEMU device_del
 # through the QMP request protocol) under I/O: outstanding reads fail once with a status, new
 # ones fail, and the driver lets the kernel take the device back.
-#   pcie_driver.sh [TEST_BINARY]   (default: NVMF_BUILD_DIR/tests/unit/nvme_pcie/nvme_pcie_vfio_tests)
+#   pcie_driver.sh [TEST_BINARY [GTEST_ARGS...]]   (default: NVMF_BUILD_DIR/tests/unit/nvme_pcie/nvme_pcie_vfio_tests)
 # Runs inside the guest only (vm-run.sh --nvme 2 --qmp pcie_driver).
 set -euo pipefail
 
@@ -17,6 +17,7 @@ fail() { echo "pcie_driver: FAIL: $*"; exit 1; }
 [ "${NVMF_VM_NVME:-0}" -ge 2 ] || fail "needs two NVMe controllers (vm-run.sh --nvme 2)"
 [ -n "${NVMF_VM_QMP_DIR:-}" ] || fail "needs the QMP request protocol (vm-run.sh --qmp)"
 binary="${1:-${NVMF_BUILD_DIR:?}/tests/unit/nvme_pcie/nvme_pcie_vfio_tests}"
+[ $# -eq 0 ] || shift   # the rest goes to the test binary (e.g. --gtest_filter=...)
 [ -x "$binary" ] || fail "test binary not built: $binary (ninja nvme_pcie_vfio_tests)"
 
 # shellcheck source=lib/vfio.sh
@@ -37,7 +38,7 @@ log="$(mktemp)"
 start=$(date +%s)
 rc=0
 NVMF_TEST_PCI="${pci[*]}" NVMF_TEST_NVME_SIZE_MB="$NVMF_VM_NVME_SIZE_MB" \
-  NVMF_TEST_REMOVE_ID="${ids[1]}" "$binary" --gtest_color=no 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  NVMF_TEST_REMOVE_ID="${ids[1]}" "$binary" --gtest_color=no "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
 step "tests took $(( $(date +%s) - start ))s, exit $rc"
 
 ran="$(grep -cE '^\[       OK \] ' "$log" || true)"

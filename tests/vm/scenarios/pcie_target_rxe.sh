@@ -9,7 +9,9 @@
 #  - hot removal of the second controller (QEMU device_del) while fio writes with verify on
 #    the first: the connected kernel host loses namespace 2 through a namespace-changed event
 #    without a reconnect, fio on namespace 1 passes, and the target keeps running;
-#  - on SIGTERM nvmf_tgt reports 0 bytes copied through bounce buffers for each nvme bdev.
+#  - on SIGTERM nvmf_tgt reports 0 bytes copied through bounce buffers for each nvme bdev;
+#  - before that, with the devices on vfio-pci but no hugepages reserved, nvmf_tgt stops with
+#    one line that names scripts/setup.sh.
 #   pcie_target_rxe.sh [NVMF_TGT [NVMF_PERF]]
 # Runs inside the guest only (vm-run.sh --nvme 2 --qmp pcie_target_rxe).
 set -euo pipefail
@@ -47,10 +49,6 @@ read -r -a pci <<<"$NVMF_VM_NVME_PCI"
 read -r -a ids <<<"$NVMF_VM_NVME_IDS"
 blocks=$((NVMF_VM_NVME_SIZE_MB * 1024 * 1024 / 512))
 
-step "scripts/setup.sh config: ${pci[*]} to vfio-pci, 256 hugepages"
-vfio_prepare
-PCI_ALLOWED="${pci[*]}" NRHUGE=256 "$SETUP_SH" config || fail "scripts/setup.sh config failed"
-
 cat >"$logs/nvmf_tgt.json" <<EOF
 {
   "transports": [ { "type": "rdma" } ],
@@ -66,6 +64,21 @@ cat >"$logs/nvmf_tgt.json" <<EOF
   ]
 }
 EOF
+step "devices on vfio-pci but no hugepages: nvmf_tgt stops with one line naming the fix"
+vfio_prepare
+PCI_ALLOWED="${pci[*]}" NRHUGE=0 "$SETUP_SH" config || fail "scripts/setup.sh config (no hugepages) failed"
+[ "$(cat /proc/sys/vm/nr_hugepages)" -eq 0 ] || fail "hugepages reserved although NRHUGE=0"
+rc=0
+out="$("$tgt" -c "$logs/nvmf_tgt.json" --check-config 2>&1)" || rc=$?
+echo "$out"
+[ "$rc" -eq 1 ] || fail "nvmf_tgt --check-config without hugepages exited $rc, not 1"
+grep -qF "no free hugepages for the PCIe driver's DMA memory: run 'scripts/setup.sh'" <<<"$out" ||
+  fail "nvmf_tgt did not name scripts/setup.sh for the missing hugepages"
+
+step "scripts/setup.sh config: ${pci[*]} on vfio-pci, 256 hugepages"
+PCI_ALLOWED="${pci[*]}" NRHUGE=256 "$SETUP_SH" config || fail "scripts/setup.sh config failed"
+[ "$(cat /proc/sys/vm/nr_hugepages)" -eq 256 ] || fail "256 hugepages not reserved"
+
 step "nvmf_tgt: $NQN with namespaces on ${pci[0]} and ${pci[1]} (interrupt mode, 2 reactors)"
 tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt.log" --mode interrupt --reactors 2
 grep -E "nvme_pcie|DPDK" "$TGT_LOG" || true
