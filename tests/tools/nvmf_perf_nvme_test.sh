@@ -15,19 +15,8 @@ if [ "${1:-}" = "--in-capsule" ]; then
   in_capsule=1
   shift
 fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-passes=0
-
-check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
-  if [ "$2" -eq 0 ]; then
-    passes=$((passes + 1))
-  else
-    failures=$((failures + 1))
-    echo "FAIL: $1: $3"
-  fi
-}
+# shellcheck source=check.sh
+source "$(dirname "$0")/check.sh"
 
 json_get() {  # json_get FILE KEY.PATH (e.g. config.sim_bdev)
   python3 -c 'import json, sys
@@ -71,5 +60,4 @@ if [ "$in_capsule" -eq 1 ]; then
   check "writes of 4 KiB go in the capsule" $? "$(grep -i capsule "$work/run.log" | head -3)"
 fi
 
-echo "nvmf_perf --sim-bdev nvme: $passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+check_summary "nvmf_perf --sim-bdev nvme"

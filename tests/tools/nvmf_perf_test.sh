@@ -6,19 +6,8 @@
 # opened exits 1 with the driver's reason. Usage: nvmf_perf_test.sh NVMF_PERF
 set -uo pipefail
 perf="$1"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-passes=0
-
-check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
-  if [ "$2" -eq 0 ]; then
-    passes=$((passes + 1))
-  else
-    failures=$((failures + 1))
-    echo "FAIL: $1: $3"
-  fi
-}
+# shellcheck source=check.sh
+source "$(dirname "$0")/check.sh"
 
 json_get() {  # json_get FILE EXPRESSION (a jq path such as .lat_us.p99)
   if command -v jq >/dev/null 2>&1; then
@@ -158,5 +147,4 @@ bad "PCIe takes no --memreg" "--memreg" -r "trtype:PCIe traddr:model" -w read --
 bad "unwritable json (PCIe)" "--json" -r "trtype:PCIe traddr:model" -w read -t 1 \
   --json /nonexistent-dir/out.json
 
-echo "nvmf_perf: $passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+check_summary "nvmf_perf"

@@ -8,19 +8,8 @@
 #   setup_sh_test.sh [SETUP_SH]   (default: ../../scripts/setup.sh)
 set -uo pipefail
 setup="${1:-$(cd "$(dirname "$0")/../.." && pwd)/scripts/setup.sh}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-passes=0
-
-check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
-  if [ "$2" -eq 0 ]; then
-    passes=$((passes + 1))
-  else
-    failures=$((failures + 1))
-    echo "FAIL: $1: $3"
-  fi
-}
+# shellcheck source=check.sh
+source "$(dirname "$0")/check.sh"
 
 # The fake kernel: called by setup.sh as HOOK FILE VALUE after each sysfs write.
 cat >"$work/hook.sh" <<'EOF'
@@ -281,5 +270,4 @@ expect_line "no NVMe: status" "no NVMe controllers found (PCI class 0x010802 und
 run "$t6" -- bogus
 expect_rc "unknown command" 2
 
-echo "setup.sh: $passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+check_summary "setup.sh"
