@@ -150,6 +150,19 @@ constexpr bool nqn_valid(std::string_view nqn) noexcept {
   return true;
 }
 
+// What the Linux kernel target takes as a subsystem name (any configfs directory name):
+// 1..223 bytes without NUL or ASCII control characters. A subsystem NQN that passes this but
+// not nqn_valid() is accepted with a warning, so configurations move over from nvmet
+// unchanged; hosts see it as it is.
+constexpr bool subsystem_name_acceptable(std::string_view nqn) noexcept {
+  if (nqn.empty() || nqn.size() > nqn_length_max) return false;
+  for (const char c : nqn) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F || c == '/') return false;
+  }
+  return true;
+}
+
 // An NQN field (256 bytes) is valid when it is NUL-terminated and its text is a valid NQN.
 constexpr bool nqn_field_valid(const char* field, size_t size) noexcept {
   return is_nul_terminated(field, size) && nqn_valid(get_nul_terminated(field, size));

@@ -375,7 +375,8 @@ SubsystemConfig parse_subsystem(const Node& node, const TargetConfig& config) {
   SubsystemConfig subsystem;
   SubsystemOpts& opts = subsystem.opts;
   opts.nqn = node.require_string("nqn");
-  if (!spec::nqn_valid(opts.nqn))
+  // Names without the nqn. form pass with a warning (Target::add_subsystem), as on nvmet.
+  if (!spec::subsystem_name_acceptable(opts.nqn))
     fail(node.child("nqn"), in_quotes(opts.nqn) + " is not a valid NQN");
   if (opts.nqn == spec::discovery_nqn) {
     fail(node.child("nqn"), "the discovery subsystem is built in and cannot be configured");

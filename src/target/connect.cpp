@@ -122,13 +122,20 @@ void Target::connect(Request& req) noexcept {
     return detail::complete_status(req, invalid_in_data(req, kIpoSubnqn));
   }
   const std::string_view subnqn = spec::get_nul_terminated(data.subnqn);
-  if (!spec::is_nul_terminated(data.hostnqn) ||
-      !spec::nqn_valid(spec::get_nul_terminated(data.hostnqn))) {
+  // An empty host NQN (spdk_nvme_perf sends one unless told otherwise) is allowed where any
+  // host is, as SPDK's and the kernel's targets allow it; host_allowed() decides below.
+  const bool hostnqn_empty = spec::is_nul_terminated(data.hostnqn) && data.hostnqn[0] == '\0';
+  if (!hostnqn_empty && (!spec::is_nul_terminated(data.hostnqn) ||
+                         !spec::nqn_valid(spec::get_nul_terminated(data.hostnqn)))) {
     NVMF_WARNLOG(target, "Connect to %.*s with an invalid host NQN",
                  static_cast<int>(subnqn.size()), subnqn.data());
     return detail::complete_status(req, invalid_in_data(req, kIpoHostnqn));
   }
   const std::string_view hostnqn = spec::get_nul_terminated(data.hostnqn);
+  if (hostnqn_empty) {
+    NVMF_WARNLOG(target, "Connect to %.*s with an empty host NQN: allowed only where any host is",
+                 static_cast<int>(subnqn.size()), subnqn.data());
+  }
 
   uint16_t cntlid = 0;
   {
@@ -138,6 +145,12 @@ void Target::connect(Request& req) noexcept {
       NVMF_WARNLOG(target, "Connect to unknown subsystem %.*s", static_cast<int>(subnqn.size()),
                    subnqn.data());
       status = invalid_in_data(req, kIpoSubnqn);
+    } else if (hostnqn_empty && !subsystem->allow_any_host()) {
+      NVMF_WARNLOG(target, "subsystem %s: Connect with an empty host NQN refused: the subsystem "
+                           "does not allow any host",
+                   subsystem->nqn().c_str());
+      status =
+          detail::status_error(spec::sct::command_specific, spec::sc_fabrics::connect_invalid_host);
     } else if (!subsystem->host_allowed(hostnqn)) {
       NVMF_WARNLOG(target, "subsystem %s does not allow host %.*s", subsystem->nqn().c_str(),
                    static_cast<int>(hostnqn.size()), hostnqn.data());

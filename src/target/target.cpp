@@ -196,9 +196,14 @@ void Target::bump_discovery_generation_locked() noexcept {
 }
 
 Result<void> Target::add_subsystem(const SubsystemOpts& opts) {
-  if (!spec::nqn_valid(opts.nqn)) {
+  if (!spec::subsystem_name_acceptable(opts.nqn)) {
     NVMF_ERRLOG(target, "add_subsystem: \"%s\" is not a valid NQN", opts.nqn.c_str());
     return Unexpected(Errc::invalid_argument, "nqn");
+  }
+  if (!spec::nqn_valid(opts.nqn)) {
+    NVMF_WARNLOG(target, "subsystem \"%s\" does not have the NQN form nqn.yyyy-mm.domain:name; "
+                         "accepted, as the Linux target accepts it",
+                 opts.nqn.c_str());
   }
   if (opts.serial_number.size() > kSerialNumberMax || !printable_ascii(opts.serial_number)) {
     return Unexpected(Errc::invalid_argument, "serial_number: at most 20 printable ASCII bytes");

@@ -107,6 +107,37 @@ TEST_F(ConnectTest, HostNotAllowedIsConnectInvalidHost) {
   EXPECT_NE(cntlid, 0);
 }
 
+// spdk_nvme_perf sends an empty host NQN unless told otherwise; SPDK's and the kernel's targets
+// accept it where any host may connect, and so do we. Elsewhere it is not an allowed host.
+TEST_F(ConnectTest, EmptyHostNqnConnectsWhereAnyHostIsAllowed) {
+  Host anonymous;
+  anonymous.nqn = "";
+  uint16_t cntlid = 0;
+  connect_admin(&cntlid, kSubsystemNqn, anonymous);
+  EXPECT_NE(cntlid, 0);
+  ASSERT_TRUE(target_->set_allow_any_host(kSubsystemNqn, false).has_value());
+  FakeQueue& refused = new_queue(0);
+  const Completion done =
+      run(refused, connect_sqe(0, 32), connect_data(kSubsystemNqn, anonymous, 0xFFFF));
+  EXPECT_EQ(done.status().sct, spec::sct::command_specific);
+  EXPECT_EQ(done.status().sc, spec::sc_fabrics::connect_invalid_host);
+}
+
+// Subsystem names without the nqn. form, as nvmet takes them (configfs directory names).
+TEST_F(ConnectTest, SubsystemNamesOutsideTheNqnFormAreAccepted) {
+  SubsystemOpts opts;
+  opts.nqn = "testnqn";
+  opts.allow_any_host = true;
+  ASSERT_TRUE(target_->add_subsystem(opts).has_value());
+  uint16_t cntlid = 0;
+  connect_admin(&cntlid, "testnqn");
+  EXPECT_NE(cntlid, 0);
+  opts.nqn = "bad\x01name";
+  EXPECT_FALSE(target_->add_subsystem(opts).has_value());
+  opts.nqn = "";
+  EXPECT_FALSE(target_->add_subsystem(opts).has_value());
+}
+
 TEST_F(ConnectTest, SqsizeZeroPointsAtSqsize) {
   FakeQueue& queue = new_queue(0);
   spec::Sqe sqe = connect_sqe(0, 32);

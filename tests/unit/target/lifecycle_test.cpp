@@ -278,7 +278,9 @@ TEST_F(LifecycleTest, SubsystemApiErrors) {
   EXPECT_EQ(target_->add_subsystem(opts).error().code, Errc::already_exists);
   opts.nqn = std::string(spec::discovery_nqn);
   EXPECT_EQ(target_->add_subsystem(opts).error().code, Errc::already_exists);
-  opts.nqn = "bogus";
+  opts.nqn = "bogus\tname";  // a control character: not even nvmet takes it
+  EXPECT_EQ(target_->add_subsystem(opts).error().code, Errc::invalid_argument);
+  opts.nqn = std::string(224, 'x');  // longer than an NQN can be
   EXPECT_EQ(target_->add_subsystem(opts).error().code, Errc::invalid_argument);
   opts.nqn = "nqn.2026-01.io.example:long-serial";
   opts.serial_number = std::string(21, 'x');
