@@ -22,7 +22,7 @@ constexpr uint32_t kRemoteAccess = verbs::kAccessRemoteRead | verbs::kAccessRemo
 
 // An NVMe queue holds at most 64 Ki entries (CAP.MQES is a 0's based 16-bit field), so no
 // more I/Os than that can hold a window at once.
-constexpr uint32_t kDepthMax = 65536;
+constexpr uint32_t kDepthMax = kKeyPolicyDepthMax;
 
 bool known_kind(KeyPolicyKind kind) noexcept {
   return static_cast<uint8_t>(kind) <= static_cast<uint8_t>(KeyPolicyKind::deferred);

@@ -39,6 +39,9 @@ const char* key_policy_name(KeyPolicyKind kind) noexcept;
 // "No window": what global grants carry.
 inline constexpr uint32_t kNoWindow = 0xFFFFFFFFu;
 
+// The deepest queue a policy serves (a queue of at most 65536 entries).
+inline constexpr uint32_t kKeyPolicyDepthMax = 65536;
+
 struct KeyPolicyOpts {
   KeyPolicyKind kind = KeyPolicyKind::global;
   uint32_t depth = 128;  // I/Os the queue may have outstanding at once (1..65536)

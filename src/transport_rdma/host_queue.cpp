@@ -7,6 +7,7 @@
 #include "spec/fabrics.h"
 #include "spec/rdma_cm.h"
 #include "spec/status.h"
+#include "transport_rdma/host_wr_id.h"
 
 NVMF_LOG_COMPONENT(rdma_host);
 
@@ -19,20 +20,8 @@ constexpr uint32_t kMaxIovecs = kHostMaxIovecs;
 constexpr uint32_t kCapsuleStride = sizeof(spec::Sqe) + kMaxIovecs * spec::sgl_descriptor_size;
 // SGEs of one SEND: the SQE plus the caller's buffers for in-capsule data.
 constexpr uint32_t kMaxSendSges = 1 + kMaxIovecs;
-// wr_id layout: kind (8 bits) | send-queue sequence (24) | window (16) | CID or receive (16).
-// The sequence tells how many send WRs a completion retires (a signaled success retires the
-// unsignaled WRs before it), so the queue knows when the HCA has handed everything back.
-constexpr uint64_t kKindCapsule = 1;
-constexpr uint64_t kKindBind = 2;
-constexpr uint64_t kKindLocalInv = 3;
-constexpr uint64_t kKindDrain = 4;
-constexpr uint64_t kKindRecv = 0x80;
-constexpr uint32_t kSeqMask = 0xFFFFFF;
 constexpr uint32_t kNoCid = 0xFFFF;
-constexpr uint64_t wr_kind(uint64_t wr_id) { return wr_id >> 56; }
-constexpr uint32_t wr_seq(uint64_t wr_id) { return static_cast<uint32_t>(wr_id >> 32) & kSeqMask; }
-constexpr uint32_t wr_window(uint64_t wr_id) { return static_cast<uint32_t>(wr_id >> 16) & 0xFFFF; }
-constexpr uint32_t wr_cid(uint64_t wr_id) { return static_cast<uint32_t>(wr_id) & 0xFFFF; }
+using namespace host_wr;  // the wr_id layout (host_wr_id.h)
 // Check the CM channel (a disconnect from the target) once per this many polls: on rdma-core
 // it costs a system call.
 constexpr uint32_t kCmPollInterval = 256;
@@ -237,7 +226,7 @@ Result<void> HostQueue::create_qp() noexcept {
 void HostQueue::post_receive(uint32_t index) noexcept {
   verbs::Sge sge{reinterpret_cast<uint64_t>(&res_->responses[index]), sizeof(spec::Cqe),
                  res_->response_lkey};
-  verbs::RecvWr wr{(kKindRecv << 56) | index, &sge, 1};
+  verbs::RecvWr wr{make_wr_id(kKindRecv, 0, 0, index), &sge, 1};
   if (res_->qp->post_recv(wr)) {
     ++recv_wrs_posted_;
     doorbell_due_ = true;
@@ -248,8 +237,7 @@ void HostQueue::post_receive(uint32_t index) noexcept {
 
 Result<void> HostQueue::post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
                                      uint32_t cid) noexcept {
-  wr.wr_id = (uint64_t{kind} << 56) | (uint64_t{send_posted_ & kSeqMask} << 32) |
-             (uint64_t{window & 0xFFFF} << 16) | (cid & 0xFFFF);
+  wr.wr_id = make_wr_id(kind, send_posted_, window, cid);
   auto posted = res_->qp->post_send(wr);
   if (!posted) return posted;
   send_posted_ = (send_posted_ + 1) & kSeqMask;
@@ -688,7 +676,7 @@ void HostQueue::enter_error(const char* why, bool requested) noexcept {
     verbs::SendWr drain;
     drain.opcode = verbs::WrOpcode::send;
     drain.flags = verbs::kWrSignaled;
-    if (post_send_wr(drain, kKindDrain, 0xFFFF, kNoCid)) (void)res_->qp->flush();
+    if (post_send_wr(drain, kKindDrain, kWindowMask, kNoCid)) (void)res_->qp->flush();
   }
   if (res_->id != nullptr) (void)res_->id->disconnect();
 }

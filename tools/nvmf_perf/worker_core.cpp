@@ -172,12 +172,16 @@ void WorkerCore::record_completion(Task& task, const spec::Status& status) noexc
   NsState& ns = *task.ns;
   --in_flight_;
   task.state = TaskState::idle;
-  ns.histogram.record(clock_.now_ns() - task.submit_ns);
-  ++ns.ios;
-  ns.bytes += settings_.io_size_bytes;
-  add_live(live_.ios, 1);
-  add_live(live_.bytes, settings_.io_size_bytes);
   const size_t slot = task.unit - ns.picker.slice().first;
+  // Only completed I/Os count in IOPS, bandwidth and latency; a failed one counts as an error
+  // alone (a fast failure would otherwise look like fast I/O).
+  if (status.is_success()) {
+    ns.histogram.record(clock_.now_ns() - task.submit_ns);
+    ++ns.ios;
+    ns.bytes += settings_.io_size_bytes;
+    add_live(live_.ios, 1);
+    add_live(live_.bytes, settings_.io_size_bytes);
+  }
   if (!status.is_success()) {
     ++ns.errors;
     add_live(live_.errors, 1);

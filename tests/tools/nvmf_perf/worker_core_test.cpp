@@ -230,6 +230,24 @@ TEST(PerfWorkerCore, DrainTimeoutAbandonsTheOutstandingIos) {
   expect_all_idle(*f.core);
 }
 
+// A failed completion is an error, not an I/O: it adds nothing to IOPS, bytes or latency.
+TEST(PerfWorkerCore, FailedCompletionsCountAsErrorsOnly) {
+  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  ASSERT_EQ(f.set_up(), "");
+  f.path.fail_writes = true;
+  f.run_for(100 * 1000);
+  const ResultRow row = f.row();
+  ASSERT_GT(row.errors, 0u);
+  const uint64_t completions = f.path.submitted_lbas.size();
+  EXPECT_EQ(row.ios + row.errors, completions);
+  EXPECT_EQ(row.bytes, row.ios * kIoSize);
+  EXPECT_EQ(f.core->live().ios.load(), row.ios);
+  LatencyHistogram latency;
+  f.core->merge_latency_into(&latency);
+  EXPECT_EQ(latency.count(), row.ios);
+  expect_all_idle(*f.core);
+}
+
 TEST(PerfWorkerCore, StopRequestEndsTheRunEarly) {
   Fixture f(base_settings(Workload::randread, 100, 2, false));
   ASSERT_EQ(f.set_up(), "");
