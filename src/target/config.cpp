@@ -202,9 +202,9 @@ void parse_transport(const Node& node, TargetConfig& config) {
   config.transport.type = type;
   TargetOpts& opts = config.opts;
   opts.max_queue_depth =
-      static_cast<uint32_t>(node.get_uint("max_queue_depth", 2, 65536, opts.max_queue_depth));
+      static_cast<uint32_t>(node.get_uint("max_queue_depth", 2, 65535, opts.max_queue_depth));
   opts.max_admin_queue_depth = static_cast<uint32_t>(
-      node.get_uint("max_admin_queue_depth", 2, 65536, opts.max_admin_queue_depth));
+      node.get_uint("max_admin_queue_depth", 2, 65535, opts.max_admin_queue_depth));
   opts.max_qpairs_per_ctrlr = static_cast<uint32_t>(
       node.get_uint("max_qpairs_per_ctrlr", 2, 65535, opts.max_qpairs_per_ctrlr));
   const uint64_t icd = node.get_uint("in_capsule_data_size", 0, 16384, opts.in_capsule_data_size);
@@ -217,7 +217,8 @@ void parse_transport(const Node& node, TargetConfig& config) {
   }
   opts.max_io_size = static_cast<uint32_t>(io_size);
   opts.max_sgl_descriptors =
-      static_cast<uint32_t>(node.get_uint("max_sgl_descriptors", 1, 255, opts.max_sgl_descriptors));
+      static_cast<uint32_t>(node.get_uint("max_sgl_descriptors", 1, kSglDescriptorsMax,
+                                          opts.max_sgl_descriptors));
   const std::string invalidate = node.get_string("send_with_invalidate", "auto");
   if (invalidate == "auto") {
     config.transport.send_with_invalidate = SendWithInvalidate::automatic;
@@ -369,7 +370,23 @@ bool printable(const std::string& text) {
   return true;
 }
 
-SubsystemConfig parse_subsystem(const Node& node, const TargetConfig& config) {
+NamespaceConfig parse_namespace(const Node& ns_node, uint32_t max_namespaces) {
+  ns_node.allow_only({"nsid", "bdev", "uuid", "nguid", "eui64"});
+  NamespaceConfig ns;
+  ns.nsid = static_cast<uint32_t>(ns_node.get_uint("nsid", 1, max_namespaces, 0));
+  ns.bdev = ns_node.require_string("bdev");
+  if (ns_node.has("uuid")) {
+    ns.uuid_set = true;
+    ns.uuid = parse_uuid(ns_node, "uuid");
+  }
+  if (ns_node.has("nguid")) ns.nguid = parse_hex_id<16>(ns_node, "nguid");
+  if (ns_node.has("eui64")) ns.eui64 = parse_hex_id<8>(ns_node, "eui64");
+  return ns;
+}
+
+// `bdevs`: the configuration's bdevs namespaces must name, or nullptr to skip that check.
+SubsystemConfig parse_subsystem(const Node& node, const TargetOpts& target_opts,
+                                const std::vector<BdevConfig>* bdevs) {
   node.allow_only({"nqn", "serial_number", "model_number", "allow_any_host", "hosts",
                    "max_namespaces", "namespaces", "listeners"});
   SubsystemConfig subsystem;
@@ -401,26 +418,19 @@ SubsystemConfig parse_subsystem(const Node& node, const TargetConfig& config) {
     opts.hosts.push_back(host);
   });
   opts.max_namespaces = static_cast<uint32_t>(
-      node.get_uint("max_namespaces", 1, 1024, config.opts.max_namespaces_default));
+      node.get_uint("max_namespaces", 1, 1024, target_opts.max_namespaces_default));
   std::set<uint32_t> nsids;
   node.each("namespaces", [&](const json& value, const std::string& path, size_t) {
     const Node ns_node(value, path);
-    ns_node.allow_only({"nsid", "bdev", "uuid", "nguid", "eui64"});
-    NamespaceConfig ns;
-    ns.nsid = static_cast<uint32_t>(ns_node.get_uint("nsid", 1, opts.max_namespaces, 0));
+    NamespaceConfig ns = parse_namespace(ns_node, opts.max_namespaces);
     if (ns.nsid != 0 && !nsids.insert(ns.nsid).second) {
       fail(ns_node.child("nsid"), "duplicate NSID " + std::to_string(ns.nsid));
     }
-    ns.bdev = ns_node.require_string("bdev");
-    bool known = false;
-    for (const BdevConfig& bdev : config.bdevs) known = known || bdev.name == ns.bdev;
-    if (!known) fail(ns_node.child("bdev"), "no bdev named " + in_quotes(ns.bdev));
-    if (ns_node.has("uuid")) {
-      ns.uuid_set = true;
-      ns.uuid = parse_uuid(ns_node, "uuid");
+    if (bdevs != nullptr) {
+      bool known = false;
+      for (const BdevConfig& bdev : *bdevs) known = known || bdev.name == ns.bdev;
+      if (!known) fail(ns_node.child("bdev"), "no bdev named " + in_quotes(ns.bdev));
     }
-    if (ns_node.has("nguid")) ns.nguid = parse_hex_id<16>(ns_node, "nguid");
-    if (ns_node.has("eui64")) ns.eui64 = parse_hex_id<8>(ns_node, "eui64");
     subsystem.namespaces.push_back(ns);
   });
   if (subsystem.namespaces.size() > opts.max_namespaces) {
@@ -439,17 +449,20 @@ SubsystemConfig parse_subsystem(const Node& node, const TargetConfig& config) {
   return subsystem;
 }
 
-TargetConfig parse(std::string_view text) {
-  json root;
+json parse_json(std::string_view text, const std::string& path) {
   try {
-    root = json::parse(text.begin(), text.end());
+    return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& error) {
     // nlohmann says "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
     std::string what = error.what();
     const size_t bracket = what.find("] ");
     if (bracket != std::string::npos) what = what.substr(bracket + 2);
-    fail("config", "invalid JSON: " + what);
+    fail(path, "invalid JSON: " + what);
   }
+}
+
+TargetConfig parse(std::string_view text) {
+  const json root = parse_json(text, "config");
   const Node top(root, "");
   top.allow_only({"target", "transports", "bdevs", "subsystems"});
   TargetConfig config;
@@ -468,7 +481,7 @@ TargetConfig parse(std::string_view text) {
     config.bdevs.push_back(std::move(bdev));
   });
   top.each("subsystems", [&](const json& value, const std::string& path, size_t) {
-    SubsystemConfig subsystem = parse_subsystem(Node(value, path), config);
+    SubsystemConfig subsystem = parse_subsystem(Node(value, path), config.opts, &config.bdevs);
     for (const SubsystemConfig& seen : config.subsystems) {
       if (seen.opts.nqn == subsystem.opts.nqn) {
         fail(path + ".nqn", "duplicate subsystem " + in_quotes(subsystem.opts.nqn));
@@ -487,18 +500,268 @@ std::string describe(const Error& error) {
 
 }  // namespace
 
-Result<TargetConfig> parse_target_config(std::string_view text,
-                                         std::string* error_message) noexcept {
+namespace {
+
+// The exception boundary of every parse_*_config(): fn() or invalid_argument + the message.
+template <typename Fn>
+auto guarded(const std::string& path, std::string* error_message, Fn&& fn) noexcept
+    -> Result<decltype(fn())> {
   try {
-    return parse(text);
+    return fn();
   } catch (const ConfigError& error) {
     if (error_message != nullptr) *error_message = error.message;
   } catch (const std::exception& error) {
-    if (error_message != nullptr) *error_message = std::string("config: ") + error.what();
+    if (error_message != nullptr) *error_message = path + ": " + error.what();
   } catch (...) {
-    if (error_message != nullptr) *error_message = "config: unexpected error";
+    if (error_message != nullptr) *error_message = path + ": unexpected error";
   }
   return Unexpected(Errc::invalid_argument, "configuration");
+}
+
+std::string hex_text(const uint8_t* bytes, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < size; ++i) {
+    text += kDigits[bytes[i] >> 4];
+    text += kDigits[bytes[i] & 0xF];
+  }
+  return text;
+}
+
+std::string uuid_text(const bdev::Uuid& uuid) {
+  char text[bdev::kUuidStringSize];
+  bdev::uuid_format(uuid, text);
+  return text;
+}
+
+json bdev_json(const BdevConfig& config) {
+  json out = json::object();
+  out["type"] = bdev_kind_name(config.kind);
+  out["name"] = config.name;
+  switch (config.kind) {
+    case BdevKind::null: {
+      const auto& opts = config.null_opts;
+      out["block_size"] = opts.block_size_bytes;
+      out["num_blocks"] = opts.block_count;
+      if (!bdev::uuid_is_null(opts.uuid)) out["uuid"] = uuid_text(opts.uuid);
+      out["queue_depth"] = opts.queue_depth_max;
+      out["completion_delay_ns"] = opts.completion_delay_ns;
+      out["zero_read_buffers"] = opts.zero_read_buffers;
+      break;
+    }
+    case BdevKind::malloc: {
+      const auto& opts = config.malloc_opts;
+      out["block_size"] = opts.block_size_bytes;
+      out["num_blocks"] = opts.block_count;
+      if (!bdev::uuid_is_null(opts.uuid)) out["uuid"] = uuid_text(opts.uuid);
+      out["queue_depth"] = opts.queue_depth_max;
+      break;
+    }
+    case BdevKind::uring: {
+      const auto& opts = config.uring_opts;
+      out["path"] = opts.path;
+      // 0: the device's logical block size (512 for a file), found at creation.
+      if (opts.block_size_bytes != 0) out["block_size"] = opts.block_size_bytes;
+      out["create_file"] = opts.create_file;
+      out["size_bytes"] = opts.size_bytes;
+      out["direct_io"] = opts.direct_io == bdev::DirectIo::required ? "required"
+                         : opts.direct_io == bdev::DirectIo::off    ? "off"
+                                                                    : "prefer";
+      out["fallocate"] = opts.fallocate_enabled;
+      if (!bdev::uuid_is_null(opts.uuid)) out["uuid"] = uuid_text(opts.uuid);
+      out["queue_depth"] = opts.queue_depth_max;
+      break;
+    }
+    case BdevKind::nvme: {
+      const auto& opts = config.nvme_opts;
+      out["pci"] = opts.pci;
+      out["nsid"] = opts.nsid;
+      out["queue_depth"] = opts.queue_depth_max;
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* bdev_kind_name(BdevKind kind) noexcept {
+  switch (kind) {
+    case BdevKind::null:
+      return "null";
+    case BdevKind::malloc:
+      return "malloc";
+    case BdevKind::uring:
+      return "uring";
+    case BdevKind::nvme:
+      return "nvme";
+  }
+  return "unknown";
+}
+
+Result<TargetConfig> parse_target_config(std::string_view text,
+                                         std::string* error_message) noexcept {
+  return guarded("config", error_message, [&] { return parse(text); });
+}
+
+Result<BdevConfig> parse_bdev_config(std::string_view text, const std::string& path,
+                                     std::string* error_message) noexcept {
+  return guarded(path, error_message,
+                 [&] { return parse_bdev(Node(parse_json(text, path), path)); });
+}
+
+Result<SubsystemConfig> parse_subsystem_config(std::string_view text, const std::string& path,
+                                               const TargetOpts& opts,
+                                               std::string* error_message) noexcept {
+  return guarded(path, error_message, [&] {
+    return parse_subsystem(Node(parse_json(text, path), path), opts, nullptr);
+  });
+}
+
+Result<NamespaceConfig> parse_namespace_config(std::string_view text, const std::string& path,
+                                               uint32_t max_namespaces,
+                                               std::string* error_message) noexcept {
+  return guarded(path, error_message, [&] {
+    return parse_namespace(Node(parse_json(text, path), path), max_namespaces);
+  });
+}
+
+Result<ListenerAddress> parse_listener_config(std::string_view text, const std::string& path,
+                                              std::string* error_message) noexcept {
+  return guarded(path, error_message,
+                 [&] { return parse_listener(Node(parse_json(text, path), path)); });
+}
+
+std::string bdev_config_to_json(const BdevConfig& config) { return bdev_json(config).dump(); }
+
+std::string target_config_to_json(const TargetConfig& config) {
+  json root = json::object();
+  const TargetOpts& opts = config.opts;
+  root["target"] = {{"max_namespaces_default", opts.max_namespaces_default},
+                    {"keep_alive_granularity_ms", opts.keep_alive_granularity_ms},
+                    {"discovery_keep_alive_timeout_ms", opts.discovery_keep_alive_timeout_ms}};
+  root["transports"] = json::array();
+  root["transports"].push_back(
+      {{"type", config.transport.type},
+       {"max_queue_depth", opts.max_queue_depth},
+       {"max_admin_queue_depth", opts.max_admin_queue_depth},
+       {"max_qpairs_per_ctrlr", opts.max_qpairs_per_ctrlr},
+       {"in_capsule_data_size", opts.in_capsule_data_size},
+       {"max_io_size", opts.max_io_size},
+       {"max_sgl_descriptors", opts.max_sgl_descriptors},
+       {"send_with_invalidate", send_with_invalidate_name(config.transport.send_with_invalidate)}});
+  root["bdevs"] = json::array();
+  for (const BdevConfig& bdev : config.bdevs) root["bdevs"].push_back(bdev_json(bdev));
+  root["subsystems"] = json::array();
+  for (const SubsystemConfig& subsystem : config.subsystems) {
+    const SubsystemOpts& sub = subsystem.opts;
+    json entry = {{"nqn", sub.nqn},
+                  {"serial_number", sub.serial_number},
+                  {"model_number", sub.model_number},
+                  {"allow_any_host", sub.allow_any_host},
+                  {"hosts", sub.hosts},
+                  {"max_namespaces",
+                   sub.max_namespaces == 0 ? opts.max_namespaces_default : sub.max_namespaces}};
+    entry["namespaces"] = json::array();
+    for (const NamespaceConfig& ns : subsystem.namespaces) {
+      json ns_entry = json::object();
+      if (ns.nsid != 0) ns_entry["nsid"] = ns.nsid;
+      ns_entry["bdev"] = ns.bdev;
+      if (ns.uuid_set) ns_entry["uuid"] = uuid_text(ns.uuid);
+      if (!is_all_zero(ns.nguid)) ns_entry["nguid"] = hex_text(ns.nguid.data(), ns.nguid.size());
+      if (!is_all_zero(ns.eui64)) ns_entry["eui64"] = hex_text(ns.eui64.data(), ns.eui64.size());
+      entry["namespaces"].push_back(std::move(ns_entry));
+    }
+    entry["listeners"] = json::array();
+    for (const ListenerAddress& listener : subsystem.listeners) {
+      entry["listeners"].push_back(
+          {{"trtype", "rdma"},
+           {"adrfam", listener.adrfam == spec::adrfam::ipv6 ? "ipv6" : "ipv4"},
+           {"traddr", listener.traddr},
+           {"trsvcid", listener.trsvcid}});
+    }
+    root["subsystems"].push_back(std::move(entry));
+  }
+  return root.dump(2) + "\n";
+}
+
+namespace {
+// "path: rest", or just "rest" without a path.
+std::string at_path(const std::string& path, const std::string& rest) {
+  return path.empty() ? rest : path + ": " + rest;
+}
+}  // namespace
+
+Result<bdev::Bdev*> build_bdev(const BdevConfig& config, bdev::BdevRegistry& registry,
+                               Target& target, const std::string& path, std::string* error_message,
+                               bdev::NvmeControllerPool* nvme_pool) {
+  const auto failed = [&](const std::string& message, const Error& error) -> Result<bdev::Bdev*> {
+    if (error_message != nullptr) *error_message = message;
+    return Unexpected(error);
+  };
+  Result<std::unique_ptr<bdev::Bdev>> made = Unexpected(Errc::invalid_argument);
+  switch (config.kind) {
+    case BdevKind::null:
+      made = bdev::create_null_bdev(config.null_opts);
+      break;
+    case BdevKind::malloc:
+      made = bdev::create_malloc_bdev(config.malloc_opts);
+      break;
+    case BdevKind::uring:
+      made = bdev::create_uring_bdev(config.uring_opts);
+      break;
+    case BdevKind::nvme:
+      if (nvme_pool == nullptr) {
+        return failed(
+            at_path(path, "nvme bdevs need the PCIe driver, which this program does not start"),
+            Error(Errc::not_supported, "nvme"));
+      }
+      made = bdev::create_nvme_bdev(config.nvme_opts, *nvme_pool);
+      break;
+  }
+  if (!made) {
+    return failed(at_path(path, "cannot create bdev " + in_quotes(config.name) + ": " +
+                                    describe(made.error())),
+                  made.error());
+  }
+  if (config.kind == BdevKind::nvme) {
+    // Hot removal of the device takes its namespaces away from hosts (with an event).
+    (*made)->set_removed_callback(
+        [](void* ctx, bdev::Bdev& gone) { static_cast<Target*>(ctx)->remove_namespaces_of(gone); },
+        &target);
+  }
+  bdev::Bdev* raw = made->get();
+  if (auto added = registry.add(std::move(*made)); !added) {
+    return failed((path.empty() ? "name: " : path + ".name: ") + in_quotes(config.name) +
+                      " is already registered",
+                  added.error());
+  }
+  return raw;
+}
+
+Result<uint32_t> build_namespace(const NamespaceConfig& config, std::string_view nqn,
+                                 const bdev::BdevRegistry& registry, Target& target,
+                                 const std::string& path, std::string* error_message) {
+  NamespaceOpts opts;
+  opts.nsid = config.nsid;
+  opts.bdev = registry.find(config.bdev);
+  if (opts.bdev == nullptr) {
+    if (error_message != nullptr) {
+      *error_message = (path.empty() ? "bdev: " : path + ".bdev: ") +
+                       std::string("no bdev named ") + in_quotes(config.bdev);
+    }
+    return Unexpected(Errc::not_found, "bdev");
+  }
+  opts.uuid_set = config.uuid_set;
+  opts.uuid = config.uuid;
+  // The configuration's identifiers win; else what the device reports (nvme).
+  opts.nguid = is_all_zero(config.nguid) ? opts.bdev->nguid() : config.nguid;
+  opts.eui64 = is_all_zero(config.eui64) ? opts.bdev->eui64() : config.eui64;
+  auto added = target.add_namespace(nqn, opts);
+  if (!added && error_message != nullptr) {
+    *error_message = at_path(path, describe(added.error()));
+  }
+  return added;
 }
 
 Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& registry, Target& target,
@@ -508,42 +771,9 @@ Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& regist
     return Unexpected(error);
   };
   for (size_t i = 0; i < config.bdevs.size(); ++i) {
-    const BdevConfig& bdev = config.bdevs[i];
-    Result<std::unique_ptr<bdev::Bdev>> made = Unexpected(Errc::invalid_argument);
-    switch (bdev.kind) {
-      case BdevKind::null:
-        made = bdev::create_null_bdev(bdev.null_opts);
-        break;
-      case BdevKind::malloc:
-        made = bdev::create_malloc_bdev(bdev.malloc_opts);
-        break;
-      case BdevKind::uring:
-        made = bdev::create_uring_bdev(bdev.uring_opts);
-        break;
-      case BdevKind::nvme:
-        if (nvme_pool == nullptr) {
-          return failed("bdevs[" + std::to_string(i) + "]: nvme bdevs need the PCIe driver, which "
-                        "this program does not start",
-                        Error(Errc::not_supported, "nvme"));
-        }
-        made = bdev::create_nvme_bdev(bdev.nvme_opts, *nvme_pool);
-        break;
-    }
     const std::string path = "bdevs[" + std::to_string(i) + "]";
-    if (made && bdev.kind == BdevKind::nvme) {
-      // Hot removal of the device takes its namespaces away from hosts (with an event).
-      (*made)->set_removed_callback(
-          [](void* ctx, bdev::Bdev& gone) { static_cast<Target*>(ctx)->remove_namespaces_of(gone); },
-          &target);
-    }
-    if (!made)
-      return failed(
-          path + ": cannot create bdev " + in_quotes(bdev.name) + ": " + describe(made.error()),
-          made.error());
-    if (auto added = registry.add(std::move(*made)); !added) {
-      return failed(path + ".name: " + in_quotes(bdev.name) + " is already registered",
-                    added.error());
-    }
+    auto built = build_bdev(config.bdevs[i], registry, target, path, error_message, nvme_pool);
+    if (!built) return Unexpected(built.error());
   }
   for (size_t i = 0; i < config.subsystems.size(); ++i) {
     const SubsystemConfig& subsystem = config.subsystems[i];
@@ -554,23 +784,10 @@ Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& regist
                     added.error());
     }
     for (size_t j = 0; j < subsystem.namespaces.size(); ++j) {
-      const NamespaceConfig& ns = subsystem.namespaces[j];
       const std::string ns_path = path + ".namespaces[" + std::to_string(j) + "]";
-      NamespaceOpts opts;
-      opts.nsid = ns.nsid;
-      opts.bdev = registry.find(ns.bdev);
-      if (opts.bdev == nullptr) {
-        return failed(ns_path + ".bdev: no bdev named " + in_quotes(ns.bdev),
-                      Error(Errc::not_found, "bdev"));
-      }
-      opts.uuid_set = ns.uuid_set;
-      opts.uuid = ns.uuid;
-      // The configuration's identifiers win; else what the device reports (nvme).
-      opts.nguid = is_all_zero(ns.nguid) ? opts.bdev->nguid() : ns.nguid;
-      opts.eui64 = is_all_zero(ns.eui64) ? opts.bdev->eui64() : ns.eui64;
-      if (auto added = target.add_namespace(subsystem.opts.nqn, opts); !added) {
-        return failed(ns_path + ": " + describe(added.error()), added.error());
-      }
+      auto added = build_namespace(subsystem.namespaces[j], subsystem.opts.nqn, registry, target,
+                                   ns_path, error_message);
+      if (!added) return Unexpected(added.error());
     }
     for (size_t j = 0; j < subsystem.listeners.size(); ++j) {
       if (auto added = target.add_listener(subsystem.opts.nqn, subsystem.listeners[j]); !added) {

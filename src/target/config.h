@@ -94,6 +94,33 @@ struct TargetConfig {
 Result<TargetConfig> parse_target_config(std::string_view json,
                                          std::string* error_message) noexcept;
 
+// One piece of the configuration, as a JSON object of its own with the keys it has in the file
+// (nvmf_tgt's JSON-RPC methods take the same keys). `path` names the object in messages:
+// "params" gives "params.num_blocks: 0 is outside [1, ...]". Failures as parse_target_config's.
+const char* bdev_kind_name(BdevKind kind) noexcept;  // "null", "malloc", "uring", "nvme"
+Result<BdevConfig> parse_bdev_config(std::string_view json, const std::string& path,
+                                     std::string* error_message) noexcept;
+// A subsystem with its namespaces and listeners. Namespaces are not checked against bdevs
+// here (there is no "bdevs" section to look in); build_namespace does. max_namespaces
+// defaults to opts.max_namespaces_default.
+Result<SubsystemConfig> parse_subsystem_config(std::string_view json, const std::string& path,
+                                               const TargetOpts& opts,
+                                               std::string* error_message) noexcept;
+// A namespace of a subsystem that holds max_namespaces (the NSID must fit).
+Result<NamespaceConfig> parse_namespace_config(std::string_view json, const std::string& path,
+                                               uint32_t max_namespaces,
+                                               std::string* error_message) noexcept;
+Result<ListenerAddress> parse_listener_config(std::string_view json, const std::string& path,
+                                              std::string* error_message) noexcept;
+
+// The inverse of parse_target_config: the JSON text (two-space indent) it reads back into the
+// same configuration. Every option is written, defaults included, so the file says what the
+// target ran with; a bdev UUID of all zeroes (generated at creation) and namespace identifiers
+// left unset are omitted.
+std::string target_config_to_json(const TargetConfig& config);
+// One "bdevs" entry, in the file's keys.
+std::string bdev_config_to_json(const BdevConfig& config);
+
 // Creates every bdev (registered in `registry`) and subsystem with its hosts, namespaces and
 // listeners in `target` (made with config.opts). On failure the message names the config
 // field; what was created before stays (the caller tears the target down). nvme bdevs open
@@ -101,5 +128,19 @@ Result<TargetConfig> parse_target_config(std::string_view json,
 Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& registry, Target& target,
                           std::string* error_message,
                           bdev::NvmeControllerPool* nvme_pool = nullptr);
+
+// build_target's two steps for one object. build_bdev creates the bdev, hooks an nvme bdev's
+// hot removal to target.remove_namespaces_of and registers it; build_namespace adds a
+// namespace over a registered bdev to subsystem `nqn` (NGUID and EUI-64 default to what the
+// bdev reports). Messages start with `path` (when not empty) as build_target's do:
+//   bdevs[0]: cannot create bdev "Nvme0n1": ...      bdevs[0].name: "M0" is already registered
+//   subsystems[0].namespaces[1].bdev: no bdev named "M9"
+// Errors: the failing call's (the registry's, the backend's, Target::add_namespace's).
+Result<bdev::Bdev*> build_bdev(const BdevConfig& config, bdev::BdevRegistry& registry,
+                               Target& target, const std::string& path, std::string* error_message,
+                               bdev::NvmeControllerPool* nvme_pool = nullptr);
+Result<uint32_t> build_namespace(const NamespaceConfig& config, std::string_view nqn,
+                                 const bdev::BdevRegistry& registry, Target& target,
+                                 const std::string& path, std::string* error_message);
 
 }  // namespace nvmf::target

@@ -12,16 +12,18 @@ constexpr uint32_t kMinPageBytes = 4096;
 // The issue's limit for in-capsule data; larger capsules need bigger receive buffers than
 // SPDK or Linux ever post.
 constexpr uint32_t kInCapsuleDataMax = 16384;
-// NVMe queue sizes are 16-bit, 0's based.
-constexpr uint32_t kQueueEntriesMax = 65536;
+// NVMe queue sizes are 16-bit and 0's based (65536 entries), but over RDMA the host states
+// its queue's size in the CM request's HRQSIZE, a 16-bit count (NVMe/RDMA binding, "RDMA_CM_
+// REQUEST Private Data"), and the transport's limits are 16-bit: 65535 is the real ceiling.
+constexpr uint32_t kQueueEntriesMax = 65535;
 }  // namespace
 
 Result<void> TargetOpts::validate() const noexcept {
   if (max_queue_depth < 2 || max_queue_depth > kQueueEntriesMax) {
-    return Unexpected(Errc::invalid_argument, "max_queue_depth must be within [2, 65536]");
+    return Unexpected(Errc::invalid_argument, "max_queue_depth must be within [2, 65535]");
   }
   if (max_admin_queue_depth < 2 || max_admin_queue_depth > kQueueEntriesMax) {
-    return Unexpected(Errc::invalid_argument, "max_admin_queue_depth must be within [2, 65536]");
+    return Unexpected(Errc::invalid_argument, "max_admin_queue_depth must be within [2, 65535]");
   }
   // 2 = an admin queue and one I/O queue; 65535 = the 16-bit QID space minus FFFFh.
   if (max_qpairs_per_ctrlr < 2 || max_qpairs_per_ctrlr > 65535) {
@@ -36,8 +38,10 @@ Result<void> TargetOpts::validate() const noexcept {
     return Unexpected(Errc::invalid_argument,
                       "max_io_size must be 4096 times a power of two (MDTS is a power of two)");
   }
-  if (max_sgl_descriptors < 1 || max_sgl_descriptors > 255) {
-    return Unexpected(Errc::invalid_argument, "max_sgl_descriptors must be within [1, 255]");
+  // MSDBD can say up to 255, but the RDMA transport carries at most 16 keyed descriptors per
+  // command (transport_rdma::kKeyedDescriptorsMax, SPDK's figure): never advertise more.
+  if (max_sgl_descriptors < 1 || max_sgl_descriptors > kSglDescriptorsMax) {
+    return Unexpected(Errc::invalid_argument, "max_sgl_descriptors must be within [1, 16]");
   }
   // KAS is a 16-bit count of 100 ms units.
   if (keep_alive_granularity_ms < 100 || keep_alive_granularity_ms % 100 != 0 ||

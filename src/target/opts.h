@@ -11,6 +11,9 @@
 
 namespace nvmf::target {
 
+// Keyed descriptors one command may carry at most (the RDMA transport's SGL parser).
+inline constexpr uint32_t kSglDescriptorsMax = 16;
+
 struct TargetOpts {
   // Entries of an I/O submission queue, at most. CAP.MQES = this - 1 (0's based). 128 = SPDK.
   uint32_t max_queue_depth = 128;
@@ -25,7 +28,8 @@ struct TargetOpts {
   // Largest transfer of one command. MDTS = log2(max_io_size / 4 KiB): CAP.MPSMIN is 4 KiB, so
   // it must be a power of two times 4 KiB. 131072 = SPDK (MDTS 5).
   uint32_t max_io_size = 131072;
-  // SGL data block descriptors per command (Identify MSDBD). 16 = SPDK RDMA (multi-SGL).
+  // SGL data block descriptors per command (Identify MSDBD), 1..kSglDescriptorsMax; the RDMA
+  // transport refuses longer lists. 16 = SPDK RDMA (multi-SGL).
   uint32_t max_sgl_descriptors = 16;
   // Keep Alive Support (KAS) granularity: KATO values are rounded up to a multiple of it.
   // 1000 ms = the Linux target's KAS of 10 (units of 100 ms).

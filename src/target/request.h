@@ -135,7 +135,8 @@ class Qpair {
   QpairState state() const noexcept { return state_; }
   bool connected() const noexcept { return state_ == QpairState::connected; }
   // Entries of the submission queue: the transport's depth until Connect, SQSIZE + 1 after.
-  uint32_t sq_size() const noexcept { return sq_size_; }
+  // Any thread under the target mutex too (snapshots): Connect sets it once, atomically.
+  uint32_t sq_size() const noexcept { return sq_size_.load(std::memory_order_relaxed); }
   // The SQ head the next completion reports (SQHD).
   uint16_t sq_head() const noexcept { return sq_head_; }
   // CATTR "disable SQ flow control": completions report SQHD FFFFh.
@@ -162,7 +163,7 @@ class Qpair {
   void set_state(QpairState next) noexcept;
   // Consumes one SQ entry: called once per execute().
   void advance_sq_head() noexcept {
-    sq_head_ = static_cast<uint16_t>((uint32_t{sq_head_} + 1) % sq_size_);
+    sq_head_ = static_cast<uint16_t>((uint32_t{sq_head_} + 1) % sq_size());
   }
 
   Target& target_;
@@ -173,7 +174,9 @@ class Qpair {
   QpairState state_ = QpairState::idle;
   uint16_t qid_ = 0;
   uint16_t sq_head_ = 0;
-  uint32_t sq_size_;
+  // Written by the owner thread (create, Connect), read by Target::subsystems_info() on the
+  // control path: atomic so that read is race-free (a relaxed load per command costs nothing).
+  std::atomic<uint32_t> sq_size_;
   bool sq_flow_control_disabled_ = false;
   uint32_t outstanding_ = 0;
   uint32_t in_bdev_ = 0;

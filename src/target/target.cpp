@@ -231,12 +231,23 @@ Result<void> Target::add_subsystem(const SubsystemOpts& opts) {
   return {};
 }
 
-Result<void> Target::remove_subsystem(std::string_view nqn) {
+Result<void> Target::remove_subsystem(std::string_view nqn, ConnectedControllers connected) {
   std::lock_guard lock(mutex_);
   Subsystem* subsystem = find_subsystem_locked(nqn);
   if (subsystem == nullptr) return Unexpected(Errc::not_found, "subsystem");
   if (subsystem->is_discovery()) return Unexpected(Errc::permission_denied, "discovery subsystem");
-  if (!subsystem->controllers_.empty()) return Unexpected(Errc::busy, "controllers connected");
+  if (!subsystem->controllers_.empty() && connected == ConnectedControllers::refuse) {
+    return Unexpected(Errc::busy, "controllers connected");
+  }
+  if (!subsystem->controllers_.empty()) {
+    NVMF_NOTICELOG(target, "%s: removed with %zu controllers connected: disconnecting them",
+                   subsystem->nqn().c_str(), subsystem->controllers_.size());
+    // Every queue, the admin queue included: the association ends, and the controller goes
+    // when its last queue pair is destroyed (destroy_qpair).
+    for (Controller* controller : subsystem->controllers_) {
+      controller->request_disconnect_locked(true);
+    }
+  }
   subsystem->removed_ = true;
   for (auto& ns : subsystem->namespaces_) {
     if (ns) subsystem->retired_namespaces_.push_back(std::move(ns));  // setup-path
@@ -392,6 +403,52 @@ size_t Target::controller_count(std::string_view nqn) const {
   std::lock_guard lock(mutex_);
   const Subsystem* subsystem = find_subsystem_locked(nqn);
   return subsystem == nullptr ? 0 : subsystem->controllers_.size();
+}
+
+size_t Target::removed_controller_count(std::string_view nqn) const {
+  std::lock_guard lock(mutex_);
+  size_t count = 0;
+  for (const auto& subsystem : subsystems_) {
+    if (subsystem->removed_ && subsystem->nqn() == nqn) count += subsystem->controllers_.size();
+  }
+  return count;
+}
+
+std::vector<SubsystemInfo> Target::subsystems_info() const {
+  std::vector<SubsystemInfo> infos;  // setup-path (control path: allocates)
+  std::lock_guard lock(mutex_);
+  for (const auto& subsystem : subsystems_) {
+    if (subsystem->removed_) continue;
+    SubsystemInfo info;
+    info.nqn = subsystem->nqn();
+    info.discovery = subsystem->is_discovery();
+    info.serial_number = subsystem->serial_number();
+    info.model_number = subsystem->model_number();
+    info.allow_any_host = subsystem->allow_any_host_;
+    info.hosts = subsystem->hosts_;
+    info.max_namespaces = subsystem->max_namespaces();
+    for (const auto& ns : subsystem->namespaces_) {
+      if (!ns) continue;
+      info.namespaces.push_back(
+          NamespaceInfo{ns->nsid(), ns->bdev().name(), ns->uuid(), ns->nguid(), ns->eui64()});
+    }
+    info.listeners = subsystem->listeners_;
+    for (const Controller* controller : subsystem->controllers_) {
+      ControllerInfo entry;
+      entry.cntlid = controller->cntlid();
+      entry.hostnqn = std::string(controller->hostnqn());
+      std::memcpy(entry.hostid.data(), controller->hostid(), entry.hostid.size());
+      for (size_t qid = 0; qid < controller->qpairs_.size(); ++qid) {
+        const Qpair* qpair = controller->qpairs_[qid];
+        if (qpair != nullptr) {
+          entry.qpairs.push_back(QpairInfo{static_cast<uint16_t>(qid), qpair->sq_size()});
+        }
+      }
+      info.controllers.push_back(std::move(entry));
+    }
+    infos.push_back(std::move(info));
+  }
+  return infos;
 }
 
 PollGroup& Target::group_for(reactor::Reactor& reactor) {

@@ -13,6 +13,7 @@
 // release_reactor() ran on each reactor and the reactors stopped (the daemon).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -35,6 +36,43 @@ namespace nvmf::target {
 // Connect Invalid Parameters (SCT 1h, SC 82h) report the bad field in CQE DW0 through
 // spec::connect_invalid_parameter_dw0() (IPO in bits 15:0, IATTR in bit 16, as Linux and SPDK).
 
+// What remove_subsystem does with controllers hosts have connected.
+enum class ConnectedControllers : uint8_t {
+  refuse,      // answer busy while any exists (the subsystem stays as it was)
+  disconnect,  // remove anyway; every queue pair of its controllers is asked to disconnect
+};
+
+// A consistent copy of one subsystem's state, taken under the target mutex (subsystems_info).
+struct QpairInfo {
+  uint16_t qid = 0;
+  uint32_t depth = 0;  // SQ entries (Connect SQSIZE + 1)
+};
+struct ControllerInfo {
+  uint16_t cntlid = 0;
+  std::string hostnqn{};
+  std::array<uint8_t, 16> hostid{};
+  std::vector<QpairInfo> qpairs{};  // connected queues in QID order, the admin queue first
+};
+struct NamespaceInfo {
+  uint32_t nsid = 0;
+  std::string bdev{};  // the bdev's name
+  bdev::Uuid uuid{};
+  std::array<uint8_t, 16> nguid{};
+  std::array<uint8_t, 8> eui64{};
+};
+struct SubsystemInfo {
+  std::string nqn{};
+  bool discovery = false;
+  std::string serial_number{};
+  std::string model_number{};
+  bool allow_any_host = false;
+  std::vector<std::string> hosts{};
+  uint32_t max_namespaces = 0;
+  std::vector<NamespaceInfo> namespaces{};  // active ones, in NSID order
+  std::vector<ListenerAddress> listeners{};
+  std::vector<ControllerInfo> controllers{};
+};
+
 class Target {
  public:
   // Errors: invalid_argument (detail names the option).
@@ -49,8 +87,21 @@ class Target {
   // Errors: invalid_argument (bad NQN, SN/MN too long or not printable, max_namespaces out of
   // 1..1024, a host NQN invalid), already_exists (NQN taken, incl. the discovery NQN).
   Result<void> add_subsystem(const SubsystemOpts& opts);
-  // Errors: not_found, permission_denied (the discovery subsystem), busy (controllers exist).
-  Result<void> remove_subsystem(std::string_view nqn);
+  // Errors: not_found, permission_denied (the discovery subsystem), busy (controllers exist
+  // and `connected` is refuse).
+  //
+  // With ConnectedControllers::disconnect the subsystem goes at once even with hosts
+  // connected: its NQN is unknown from then on (Connects are refused as for any unknown
+  // subsystem, discovery logs drop it, add_subsystem may reuse the NQN), its namespaces are
+  // retired (I/O to them fails), and every queue pair of its controllers is asked to
+  // disconnect (TransportOps::qpair_disconnect on the queue's reactor), so hosts see the
+  // connection drop and start reconnecting. The controllers go as their transport destroys
+  // the queue pairs: removed_controller_count() tells when they are gone.
+  Result<void> remove_subsystem(std::string_view nqn,
+                                ConnectedControllers connected = ConnectedControllers::refuse);
+  // Controllers of removed subsystems named `nqn` that still wait for their queue pairs to be
+  // destroyed (after remove_subsystem(..., disconnect)). Any thread.
+  size_t removed_controller_count(std::string_view nqn) const;
   Result<void> add_host(std::string_view nqn, std::string_view hostnqn);
   Result<void> remove_host(std::string_view nqn, std::string_view hostnqn);
   Result<void> set_allow_any_host(std::string_view nqn, bool allow);
@@ -74,6 +125,10 @@ class Target {
   }
   // Controllers currently alive in a subsystem (tests, statistics).
   size_t controller_count(std::string_view nqn) const;
+  // Every live subsystem, the discovery subsystem first, then in creation order: options,
+  // namespaces, listeners and the controllers with their connected queues. Any thread (takes
+  // the mutex once, so the copy is consistent).
+  std::vector<SubsystemInfo> subsystems_info() const;
 
   // ---- transport: the queue pair's reactor thread ----
   // Makes the core's state for one connection accepted on `reactor`, whose submission queue

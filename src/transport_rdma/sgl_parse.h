@@ -13,7 +13,8 @@
 
 namespace nvmf::transport_rdma {
 
-// Most keyed descriptors in one command (Identify Controller MSDBD; SPDK uses 16).
+// Most keyed descriptors in one command (Identify Controller MSDBD; SPDK uses 16). The target
+// core's configuration limit (target::kSglDescriptorsMax) is the same number.
 inline constexpr uint32_t kKeyedDescriptorsMax = 16;
 
 struct SglLimits {

@@ -121,8 +121,27 @@ Result<void> RdmaTargetTransport::listen(const std::string& address, uint16_t po
     return listening;
   }
   NVMF_NOTICELOG(rdma, "listening on %s port %u", address.c_str(), port);
-  listeners_.push_back(std::move(*id));
+  listeners_.push_back(Listener{address, port, std::move(*id)});
   return {};
+}
+
+Result<void> RdmaTargetTransport::stop_listening(const std::string& address, uint16_t port) {
+  for (size_t i = 0; i < listeners_.size(); ++i) {
+    if (listeners_[i].address != address || listeners_[i].port != port) continue;
+    // Destroying the listening CM id is what stops it (rdma_destroy_id); the connections it
+    // accepted have CM ids of their own.
+    listeners_.erase(listeners_.begin() + static_cast<std::ptrdiff_t>(i));
+    NVMF_NOTICELOG(rdma, "stopped listening on %s port %u", address.c_str(), port);
+    return {};
+  }
+  return Unexpected(Errc::not_found, "not listening on that address and port");
+}
+
+bool RdmaTargetTransport::listening(const std::string& address, uint16_t port) const noexcept {
+  for (const Listener& listener : listeners_) {
+    if (listener.address == address && listener.port == port) return true;
+  }
+  return false;
 }
 
 size_t RdmaTargetTransport::connection_count() const noexcept { return connections_.size(); }
@@ -694,6 +713,8 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
         SglLimits limits;
         limits.max_io_size = opts.max_io_size;
         limits.in_capsule_data_size = opts.in_capsule_data_size;
+        // MSDBD as Identify Controller advertises it: a longer list is Data SGL Length Invalid.
+        limits.max_keyed_descriptors = transport_.target().opts().max_sgl_descriptors;
         const spec::Status parsed = parse_command_sgl(
             req.core.cmd, static_cast<uint8_t>(req.core.xfer), req.recv->data + kSqeBytes,
             req.recv_length - kSqeBytes, limits, &req.sgl);

@@ -77,6 +77,12 @@ class RdmaTargetTransport {
 
   // Acceptor thread. Errors from the CM (address in use, no device on the address).
   Result<void> listen(const std::string& address, uint16_t port);
+  // Acceptor thread: closes the listener on exactly this address and port (as given to
+  // listen()), so new connection requests there are refused by the CM. Connections accepted
+  // through it stay. Errors: not_found (not listening there).
+  Result<void> stop_listening(const std::string& address, uint16_t port);
+  // Acceptor thread: whether listen(address, port) succeeded and no stop_listening followed.
+  bool listening(const std::string& address, uint16_t port) const noexcept;
 
   // Acceptor thread: disconnects every connection; drained() turns true once all are gone.
   void begin_shutdown() noexcept;
@@ -113,7 +119,12 @@ class RdmaTargetTransport {
   std::vector<std::unique_ptr<RdmaPollGroup>> groups_;
   size_t next_group_ = 0;
   std::unique_ptr<verbs::CmChannel> channel_;
-  std::vector<std::unique_ptr<verbs::CmId>> listeners_;
+  struct Listener {
+    std::string address;
+    uint16_t port = 0;
+    std::unique_ptr<verbs::CmId> id;
+  };
+  std::vector<Listener> listeners_;                       // acceptor thread only
   std::vector<std::unique_ptr<Connection>> connections_;  // acceptor thread only
   reactor::Poller acceptor_poller_;
   bool shutting_down_ = false;

@@ -27,6 +27,7 @@ class SimTargetFixture : public ::testing::Test {
   virtual target::SubsystemOpts subsystem_opts() const = 0;
   virtual uint32_t block_size() const { return 512; }
   virtual uint64_t block_count() const { return 8192; }
+  virtual target::TargetOpts target_opts() const { return {}; }
 
   void SetUp() override {
     verbs::sim::SimOpts sim_opts;
@@ -40,7 +41,7 @@ class SimTargetFixture : public ::testing::Test {
 
     bdev_ = make_bdev("Malloc0", block_size(), block_count());
     ASSERT_TRUE(bdev_);
-    auto target = target::Target::create(target::TargetOpts{});
+    auto target = target::Target::create(target_opts());
     ASSERT_TRUE(target);
     target_ = std::move(*target);
     const target::SubsystemOpts subsystem = subsystem_opts();

@@ -1345,6 +1345,38 @@ TEST_F(TargetCommandsTest, MaxIoSizeKeyedWriteAndSixteenDescriptorRead) {
   expect_healthy(*a.io, "max_io_size transfers");
 }
 
+// A target configured with max_sgl_descriptors 4 (MSDBD 4) refuses a list of 5 with Data SGL
+// Length Invalid, and takes 4.
+class TargetMsdbdTest : public TargetCommandsTest {
+ protected:
+  target::TargetOpts target_opts() const override {
+    target::TargetOpts opts;
+    opts.max_sgl_descriptors = 4;
+    return opts;
+  }
+};
+
+TEST_F(TargetMsdbdTest, ListsLongerThanMsdbdAreRefused) {
+  Association a = associate();
+  seed_known_data(*a.io);
+  ASSERT_TRUE(Ok(identify(*a.admin, spec::cns::controller)));
+  spec::IdentifyController id;
+  std::memcpy(&id, a.admin->memory() + kScratch, sizeof(id));
+  EXPECT_EQ(id.msdbd, 4);
+  auto read_over = [&](uint32_t pieces) {
+    std::vector<spec::SglDescriptor> list;
+    for (uint32_t i = 0; i < pieces; ++i) list.push_back(keyed(*a.io, kDataIn + i * 4096, kBlockSize));
+    std::vector<uint8_t> list_bytes(list.size() * sizeof(spec::SglDescriptor));
+    std::memcpy(list_bytes.data(), list.data(), list_bytes.size());
+    spec::Sqe read = io_cmd(spec::nvm_opcode::read, 0, pieces);
+    read.sgl1 = spec::make_last_segment(0, static_cast<uint32_t>(list_bytes.size()));
+    return run(*a.io, read, list_bytes);
+  };
+  EXPECT_TRUE(Ok(read_over(4)));
+  EXPECT_TRUE(StatusIs(read_over(5), sct::generic, sc::data_sgl_length_invalid));
+  expect_healthy(*a.io, "MSDBD");
+}
+
 TEST_F(TargetCommandsTest, FullInCapsuleWriteAndReadBack) {
   Association a = associate();
   seed_known_data(*a.io);

@@ -1,11 +1,15 @@
 // nvmf_tgt: the NVMe-oF RDMA target daemon. Options, wiring, run; the work is in the layers.
 //
 //   nvmf_tgt -c FILE.json [--reactors N | --cpumask MASK] [--mode poll|interrupt|adaptive]
-//            [--log-level LEVEL] [--check-config] [--sim]
+//            [--log-level LEVEL] [--check-config] [--sim] [--rpc-socket PATH]
 //
 // Start-up: read and check the JSON config (docs/target-config.md), make the bdevs and
-// subsystems, start the reactors, open the RDMA transport and listen on every listener
-// address. SIGINT / SIGTERM: disconnect every host, drain, free, exit 0.
+// subsystems, start the reactors, open the RDMA transport, serve JSON-RPC on --rpc-socket
+// (default /var/tmp/nvmf_tgt.sock, mode 0600; '' serves none; a socket another live nvmf_tgt
+// serves is refused: exit 1) for runtime configuration (rpc_methods.h), and listen on every
+// listener address. From then on the RPC server's thread is the setup thread: this one only
+// waits for a signal. SIGINT / SIGTERM: stop the RPC server, disconnect every
+// host, drain, free, exit 0.
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,7 +20,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -29,6 +32,8 @@
 #include "nvme_pcie/model/model_controller.h"
 #include "nvme_pcie/vfio_environment.h"
 #include "reactor/group.h"
+#include "rpc/rpc.h"
+#include "rpc_methods.h"
 #include "target/config.h"
 #include "target/target.h"
 #include "transport_rdma/target_transport.h"
@@ -49,6 +54,7 @@ struct Options {
   std::string log_level = "notice";
   bool check_config = false;
   bool sim = false;
+  std::string rpc_socket = "/var/tmp/nvmf_tgt.sock";  // "": no JSON-RPC server
 };
 
 bool parse_cpumask(const std::string& text, std::vector<int>* cores) {
@@ -209,18 +215,48 @@ int run(const Options& options) {
       return;
     }
     transport = std::move(*created);
-    std::set<std::pair<std::string, std::string>> listening;
-    for (const auto& subsystem : config->subsystems) {
-      for (const auto& listener : subsystem.listeners) {
-        if (!listening.insert({listener.traddr, listener.trsvcid}).second) continue;
-        auto port = static_cast<uint16_t>(std::stoul(listener.trsvcid));
-        if (!transport->listen(listener.traddr, port)) {
-          startup_error = "cannot listen on " + listener.traddr + ":" + listener.trsvcid;
-          return;
+  });
+
+  // Runtime configuration over JSON-RPC, started before the listeners open so that a second
+  // instance on the same socket stops here with the server's message. From here on the
+  // server's thread is the only one that touches the registry, the nvme pool and the context.
+  tgt::RpcContext rpc_context{.target = **target,
+                              .registry = registry,
+                              .nvme_pool = nvme_pool,
+                              .transport = transport.get(),
+                              .reactors = reactors,
+                              .transport_config = config->transport,
+                              .bdevs = config->bdevs};
+  rpc::Dispatcher dispatcher;
+  tgt::register_rpc_methods(dispatcher, rpc_context);
+  std::unique_ptr<rpc::Server> rpc_server;
+  if (startup_error.empty() && !options.rpc_socket.empty()) {
+    rpc::ServerOpts rpc_opts;
+    rpc_opts.socket_path = options.rpc_socket;
+    std::string rpc_message;
+    auto started = rpc::Server::start(rpc_opts, dispatcher, &rpc_message);
+    if (started) {
+      rpc_server = std::move(*started);
+      NVMF_NOTICELOG(nvmf_tgt, "JSON-RPC on %s", rpc_server->socket_path().c_str());
+    } else {
+      startup_error = rpc_message;  // e.g. "another nvmf_tgt is serving PATH"
+    }
+  }
+  if (startup_error.empty()) {
+    reactor::run_and_wait(*reactors[0], [&] {
+      for (const auto& subsystem : config->subsystems) {
+        for (const auto& listener : subsystem.listeners) {
+          auto port = static_cast<uint16_t>(std::stoul(listener.trsvcid));
+          // Shared by several subsystems (or opened by an early listener_add): open once.
+          if (transport->listening(listener.traddr, port)) continue;
+          if (!transport->listen(listener.traddr, port)) {
+            startup_error = "cannot listen on " + listener.traddr + ":" + listener.trsvcid;
+            return;
+          }
         }
       }
-    }
-  });
+    });
+  }
   int status = 0;
   if (!startup_error.empty()) {
     status = fail("%s", startup_error);
@@ -231,6 +267,11 @@ int run(const Options& options) {
     sigwait(&signals, &signal_number);
     NVMF_NOTICELOG(nvmf_tgt, "%s: disconnecting hosts and shutting down",
                    signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  }
+  // No configuration change may race the teardown: the server's thread goes first (a call in
+  // progress finishes), and this thread is the setup thread again.
+  rpc_server.reset();
+  if (status == 0) {
     reactor::run_and_wait(*reactors[0], [&] { transport->begin_shutdown(); });
     // Hosts get a few seconds to let go; after that the reactors stop regardless.
     for (int i = 0; i < 500; ++i) {
@@ -279,6 +320,9 @@ int main(int argc, char** argv) {
                "check the configuration (and create its bdevs), then exit");
   app.add_flag("--sim", options.sim,
                "serve on an in-process simulated HCA (tests: no outside host can connect)");
+  app.add_option("--rpc-socket", options.rpc_socket,
+                 "Unix socket for JSON-RPC runtime control (default /var/tmp/nvmf_tgt.sock, "
+                 "mode 0600; '' for none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

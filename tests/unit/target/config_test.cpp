@@ -135,7 +135,7 @@ TEST(ConfigTest, WrongTypes) {
 
 TEST(ConfigTest, ValuesOutOfRange) {
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_queue_depth": 1}]})"),
-            "transports[0].max_queue_depth: 1 is outside [2, 65536]");
+            "transports[0].max_queue_depth: 1 is outside [2, 65535]");
   EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "malloc", "name": "M", "block_size": 1000}]})"),
             "bdevs[0].block_size: 1000 is not a power of two in [512, 65536]");
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "in_capsule_data_size": 100}]})"),
@@ -145,6 +145,32 @@ TEST(ConfigTest, ValuesOutOfRange) {
   EXPECT_EQ(
       parse_error(R"({"subsystems": [{"nqn": "nqn.2026-01.io.example:a", "max_namespaces": 0}]})"),
       "subsystems[0].max_namespaces: 0 is outside [1, 1024]");
+}
+
+// 65536 used to pass and turn into 0 in the transport's 16-bit limits, refusing every host.
+TEST(ConfigTest, QueueDepthsFitTheRdmaTransportsSixteenBits) {
+  EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_queue_depth": 65536}]})"),
+            "transports[0].max_queue_depth: 65536 is outside [2, 65535]");
+  EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_admin_queue_depth": 65536}]})"),
+            "transports[0].max_admin_queue_depth: 65536 is outside [2, 65535]");
+  std::string message;
+  auto parsed = parse_target_config(R"({"transports": [{"type": "rdma", "max_queue_depth": 65535}]})",
+                                    &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  EXPECT_EQ(static_cast<uint16_t>(parsed->opts.max_queue_depth), 65535);
+}
+
+// MSDBD cannot promise more descriptors than the transport's SGL parser carries (16).
+TEST(ConfigTest, MaxSglDescriptorsStaysWithinWhatTheTransportCarries) {
+  EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_sgl_descriptors": 17}]})"),
+            "transports[0].max_sgl_descriptors: 17 is outside [1, 16]");
+  std::string message;
+  EXPECT_TRUE(parse_target_config(R"({"transports": [{"type": "rdma", "max_sgl_descriptors": 16}]})",
+                                  &message)
+                  .has_value());
+  TargetOpts opts;
+  opts.max_sgl_descriptors = 255;
+  EXPECT_FALSE(opts.validate().has_value());
 }
 
 TEST(ConfigTest, BadNamesAndIdentifiers) {
