@@ -80,7 +80,8 @@ std::string host_command(const HostArgs& a, bool takes_nqn, HostCommand* command
 
 // The words after `tgt`'s own options: METHOD and its parameters.
 std::string tgt_command(const std::vector<std::string>& words, TgtCommand* command) {
-  if (words.empty()) return command->help ? "" : "METHOD is required (nvmfctl tgt --help lists them)";
+  if (words.empty())
+    return command->help ? "" : "METHOD is required (nvmfctl tgt --help lists them)";
   const std::string& method = words.front();
   if (method.empty() || method.front() == '-') {
     return "unknown option '" + method + "' before METHOD (nvmfctl tgt --help)";
@@ -111,9 +112,10 @@ ParseResult usage_error(const std::string& reason, const std::string& where) {
 }  // namespace
 
 ParseResult parse_command_line(const std::vector<std::string>& args, Command* command) {
-  CLI::App app{"nvmfctl: configure a running nvmf_tgt (JSON-RPC) and look at NVMe-oF RDMA "
-               "targets (like nvme-cli)",
-               "nvmfctl"};
+  CLI::App app{
+      "nvmfctl: configure a running nvmf_tgt (JSON-RPC) and look at NVMe-oF RDMA "
+      "targets (like nvme-cli)",
+      "nvmfctl"};
   app.require_subcommand(1);
   app.footer(kExitCodesHelp);
 
@@ -156,9 +158,8 @@ ParseResult parse_command_line(const std::vector<std::string>& args, Command* co
   } catch (const CLI::ParseError& error) {
     if (app.get_subcommands().empty() && args.size() > 1 && !args[1].empty() &&
         args[1].front() != '-') {
-      return usage_error("unknown subcommand '" + args[1] +
-                             "': nvmfctl has tgt, discover, id-ctrl and id-ns",
-                         "");
+      return usage_error(
+          "unknown subcommand '" + args[1] + "': nvmfctl has tgt, discover, id-ctrl and id-ns", "");
     }
     std::string where;
     for (const CLI::App* sub : app.get_subcommands()) where = sub->get_name() + " ";

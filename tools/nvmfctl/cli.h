@@ -44,15 +44,15 @@ struct TgtCommand {
   OutputFormat output = OutputFormat::human;
   std::string method;  // empty with help: the tool's help (and the target's method list)
   Json params = Json::object();
-  bool help = false;      // `tgt --help` (method empty) or `tgt METHOD --help`
-  std::string usage;      // CLI11's help of `tgt`, for the runner to print with the methods
+  bool help = false;  // `tgt --help` (method empty) or `tgt METHOD --help`
+  std::string usage;  // CLI11's help of `tgt`, for the runner to print with the methods
 };
 
 struct HostCommand {
-  host::TransportId trid;      // trtype, traddr, trsvcid and (id-ctrl, id-ns) subnqn
-  host::ControllerOpts opts;   // hostnqn / hostid from -q / -I; empty: the library's defaults
+  host::TransportId trid;     // trtype, traddr, trsvcid and (id-ctrl, id-ns) subnqn
+  host::ControllerOpts opts;  // hostnqn / hostid from -q / -I; empty: the library's defaults
   OutputFormat output = OutputFormat::human;
-  uint32_t nsid = 0;           // id-ns
+  uint32_t nsid = 0;  // id-ns
 };
 
 struct Command {

@@ -34,7 +34,8 @@ int finish(const nvmf::ctl::Report& report) {
 int main(int argc, char** argv) {
   using namespace nvmf::ctl;
   Command command;
-  const ParseResult parsed = parse_command_line(std::vector<std::string>(argv, argv + argc), &command);
+  const ParseResult parsed =
+      parse_command_line(std::vector<std::string>(argv, argv + argc), &command);
   if (!parsed.run) return finish(Report{parsed.status, parsed.out, parsed.err});
   if (command.subcommand == Subcommand::tgt) return finish(run_tgt(command.tgt));
 

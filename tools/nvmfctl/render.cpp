@@ -61,8 +61,8 @@ void render_object(const Json& object, size_t indent, std::string* out,
   }
   for (auto it = object.begin(); it != object.end(); ++it) {
     if (it.key() == skip || !is_flat_member(*it)) continue;
-    *out += spaces(indent) + it.key() + ":" + spaces(width - it.key().size() + 1) +
-            flat_text(*it) + "\n";
+    *out += spaces(indent) + it.key() + ":" + spaces(width - it.key().size() + 1) + flat_text(*it) +
+            "\n";
   }
   for (auto it = object.begin(); it != object.end(); ++it) {
     if (it.key() == skip || is_flat_member(*it)) continue;

@@ -37,8 +37,8 @@ std::unique_ptr<host::Controller> connect(host::Host& host, const HostCommand& c
 void disconnect(host::Controller& controller, const char* subcommand, Report* report) {
   auto done = controller.disconnect();
   if (!done) {
-    report->err += std::string("nvmfctl: ") + subcommand + ": warning: disconnect: " +
-                   describe(done.error()) + "\n";
+    report->err += std::string("nvmfctl: ") + subcommand +
+                   ": warning: disconnect: " + describe(done.error()) + "\n";
   }
 }
 
@@ -72,8 +72,8 @@ Report run_id_ctrl(host::Host& host, const HostCommand& command) {
   auto controller = connect(host, command, "id-ctrl", &report);
   if (controller == nullptr) return report;
   const host::ControllerData& data = controller->data();
-  report.out = command.output == OutputFormat::json ? id_ctrl_json(data).dump(2) + "\n"
-                                                    : id_ctrl_text(data);
+  report.out =
+      command.output == OutputFormat::json ? id_ctrl_json(data).dump(2) + "\n" : id_ctrl_text(data);
   disconnect(*controller, "id-ctrl", &report);
   return report;
 }
@@ -86,11 +86,11 @@ Report run_id_ns(host::Host& host, const HostCommand& command) {
   if (ns == nullptr) {
     report = failure("id-ns", exit_status::failed,
                      "namespace " + std::to_string(command.nsid) + " is not active on " +
-                         command.trid.subnqn + " (active: " +
-                         active_list(controller->active_namespaces()) + ")");
+                         command.trid.subnqn +
+                         " (active: " + active_list(controller->active_namespaces()) + ")");
   } else {
-    report.out = command.output == OutputFormat::json ? id_ns_json(*ns).dump(2) + "\n"
-                                                      : id_ns_text(*ns);
+    report.out =
+        command.output == OutputFormat::json ? id_ns_json(*ns).dump(2) + "\n" : id_ns_text(*ns);
   }
   disconnect(*controller, "id-ns", &report);
   return report;

@@ -96,7 +96,7 @@ Report run_tgt(const TgtCommand& command) {
   }
   const Json& result = std::get<Json>(outcome);
   report.out = command.output == OutputFormat::json ? result.dump(2) + "\n"
-                                                      : render_human(command.method, result);
+                                                    : render_human(command.method, result);
   return report;
 }
 

@@ -26,7 +26,8 @@ bool contains(const std::string& text, const std::string& what) {
 }
 
 // A usage error: not run, status 2, one line on stderr that contains `what`.
-::testing::AssertionResult usage_error(const std::vector<std::string>& args, const std::string& what) {
+::testing::AssertionResult usage_error(const std::vector<std::string>& args,
+                                       const std::string& what) {
   const Parsed parsed = parse(args);
   const ParseResult& r = parsed.result;
   if (r.run || r.status != exit_status::usage) {
@@ -50,7 +51,8 @@ TEST(Cli, TopLevelHelpListsSubcommandsAndExitCodes) {
   const Parsed parsed = parse({"--help"});
   EXPECT_FALSE(parsed.result.run);
   EXPECT_EQ(parsed.result.status, 0);
-  for (const char* what : {"tgt", "discover", "id-ctrl", "id-ns", "Exit status", "3 cannot reach"}) {
+  for (const char* what :
+       {"tgt", "discover", "id-ctrl", "id-ns", "Exit status", "3 cannot reach"}) {
     EXPECT_TRUE(contains(parsed.result.out, what)) << what << " in " << parsed.result.out;
   }
   // connect, disconnect and list come with nvmf_hostd.
@@ -67,8 +69,8 @@ TEST(Cli, NoSubcommandOrAnUnknownOneIsAUsageError) {
 }
 
 TEST(CliTgt, MethodAndParams) {
-  const Parsed parsed = parse({"tgt", "bdev_create", "--type", "malloc", "--name", "M1",
-                               "--num_blocks", "1024"});
+  const Parsed parsed =
+      parse({"tgt", "bdev_create", "--type", "malloc", "--name", "M1", "--num_blocks", "1024"});
   ASSERT_TRUE(parsed.result.run) << parsed.result.err;
   const TgtCommand& t = parsed.command.tgt;
   EXPECT_EQ(parsed.command.subcommand, Subcommand::tgt);
@@ -116,8 +118,8 @@ TEST(CliTgt, UsageErrors) {
   EXPECT_TRUE(usage_error({"tgt", "-o", "yaml", "bdev_list"}, "yaml"));
   EXPECT_TRUE(usage_error({"tgt", "bdev_list", "-o", "yaml"}, "yaml"));
   EXPECT_TRUE(usage_error({"tgt", "bdev_delete", "--name"}, "bdev_delete: --name needs a value"));
-  EXPECT_TRUE(usage_error({"tgt", "bdev_delete", "--name", "a", "--name", "b"},
-                          "--name given twice"));
+  EXPECT_TRUE(
+      usage_error({"tgt", "bdev_delete", "--name", "a", "--name", "b"}, "--name given twice"));
   EXPECT_TRUE(usage_error({"tgt", "bdev_delete", "M1"}, "unexpected 'M1'"));
   EXPECT_TRUE(usage_error({"tgt", "bdev_delete", "--params", "[]"}, "not a JSON object"));
   EXPECT_TRUE(usage_error({"tgt", "--socket"}, "--socket"));
@@ -139,10 +141,9 @@ TEST(CliHost, DiscoverDefaults) {
 }
 
 TEST(CliHost, LongNamesIpv6PortIdentityJson) {
-  const Parsed parsed =
-      parse({"discover", "--transport=RDMA", "--traddr", "fe80::1", "--trsvcid", "4421",
-             "--hostnqn", "nqn.2026-11.io.example:host", "--hostid",
-             "2f0e0d0c-0b0a-0908-0706-050403020100", "--output-format", "json"});
+  const Parsed parsed = parse({"discover", "--transport=RDMA", "--traddr", "fe80::1", "--trsvcid",
+                               "4421", "--hostnqn", "nqn.2026-11.io.example:host", "--hostid",
+                               "2f0e0d0c-0b0a-0908-0706-050403020100", "--output-format", "json"});
   ASSERT_TRUE(parsed.result.run) << parsed.result.err;
   const HostCommand& h = parsed.command.host;
   EXPECT_EQ(h.trid.traddr, "fe80::1");
@@ -160,8 +161,8 @@ TEST(CliHost, IdCtrlAndIdNs) {
   ASSERT_TRUE(parsed.result.run) << parsed.result.err;
   EXPECT_EQ(parsed.command.subcommand, Subcommand::id_ctrl);
   EXPECT_EQ(parsed.command.host.trid.subnqn, "nqn.2026-11.io.nvmf-rdma:malloc0");
-  parsed = parse({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n",
-                  "nqn.2026-11.io.nvmf-rdma:malloc0", "--namespace-id", "7", "-q", "nqn.a:h"});
+  parsed = parse({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.2026-11.io.nvmf-rdma:malloc0",
+                  "--namespace-id", "7", "-q", "nqn.a:h"});
   ASSERT_TRUE(parsed.result.run) << parsed.result.err;
   EXPECT_EQ(parsed.command.subcommand, Subcommand::id_ns);
   EXPECT_EQ(parsed.command.host.nsid, 7u);
@@ -174,20 +175,20 @@ TEST(CliHost, UsageErrors) {
   EXPECT_TRUE(usage_error({"discover", "-t", "tcp", "-a", "10.0.0.1"}, "tcp"));
   EXPECT_TRUE(usage_error({"discover", "-t", "rdma", "-a", "10.0.0.1", "-s", "http"}, "trsvcid"));
   EXPECT_TRUE(usage_error({"discover", "-t", "rdma", "-a", "10.0.0.1", "-o", "yaml"}, "yaml"));
-  EXPECT_TRUE(usage_error({"discover", "-t", "rdma", "-a", "10.0.0.1", "-I", "nope"},
-                          "is not a UUID"));
+  EXPECT_TRUE(
+      usage_error({"discover", "-t", "rdma", "-a", "10.0.0.1", "-I", "nope"}, "is not a UUID"));
   EXPECT_TRUE(usage_error({"discover", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b"}, "-n"));
   EXPECT_TRUE(usage_error({"id-ctrl", "-t", "rdma", "-a", "10.0.0.1"}, "--nqn"));
-  EXPECT_TRUE(usage_error({"id-ctrl", "-t", "rdma", "-a", "10.0.0.1", "-n", "not-an-nqn"},
-                          "subnqn"));
-  EXPECT_TRUE(usage_error({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b"},
-                          "--namespace-id"));
-  EXPECT_TRUE(usage_error({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b",
-                           "--namespace-id", "0"},
-                          "--namespace-id"));
-  EXPECT_TRUE(usage_error({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b",
-                           "--namespace-id", "x"},
-                          "--namespace-id"));
+  EXPECT_TRUE(
+      usage_error({"id-ctrl", "-t", "rdma", "-a", "10.0.0.1", "-n", "not-an-nqn"}, "subnqn"));
+  EXPECT_TRUE(
+      usage_error({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b"}, "--namespace-id"));
+  EXPECT_TRUE(
+      usage_error({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b", "--namespace-id", "0"},
+                  "--namespace-id"));
+  EXPECT_TRUE(
+      usage_error({"id-ns", "-t", "rdma", "-a", "10.0.0.1", "-n", "nqn.a:b", "--namespace-id", "x"},
+                  "--namespace-id"));
 }
 
 TEST(CliHost, HelpOfEachSubcommand) {

@@ -26,9 +26,9 @@ class NvmfctlHostTest : public HostFixture {
   // Parses `args` (after "nvmfctl SUBCOMMAND -t rdma -a 10.0.0.1", with this fixture's host
   // identity unless the test gives -q) and runs the subcommand on the fixture's Host.
   Report run(const std::string& subcommand, std::vector<std::string> args) {
-    std::vector<std::string> words = {"nvmfctl", subcommand, "-t", "rdma", "-a", kHostTargetAddress};
-    const bool identity_given =
-        std::find(args.begin(), args.end(), "-q") != args.end();
+    std::vector<std::string> words = {"nvmfctl", subcommand, "-t",
+                                      "rdma",    "-a",       kHostTargetAddress};
+    const bool identity_given = std::find(args.begin(), args.end(), "-q") != args.end();
     words.insert(words.end(), args.begin(), args.end());
     if (!identity_given) words.insert(words.end(), {"-q", kHostNqn, "-I", kHostIdText});
     ctl::Command command;
@@ -69,8 +69,9 @@ TEST_F(NvmfctlHostTest, DiscoverPrintsTheLogLikeNvmeCli) {
   ASSERT_EQ(report.status, 0) << report.err;
   EXPECT_EQ(report.err, "");
   EXPECT_TRUE(contains(report.out, "\nDiscovery Log Number of Records 2\n")) << report.out;
-  EXPECT_TRUE(contains(report.out, "=====Discovery Log Entry 0======\ntrtype:  rdma\n"
-                                   "adrfam:  ipv4\nsubtype: nvme subsystem\n"))
+  EXPECT_TRUE(contains(report.out,
+                       "=====Discovery Log Entry 0======\ntrtype:  rdma\n"
+                       "adrfam:  ipv4\nsubtype: nvme subsystem\n"))
       << report.out;
   EXPECT_TRUE(contains(report.out, "=====Discovery Log Entry 1======\n")) << report.out;
   for (const char* nqn : {kNqn512, kNqn4k}) {
@@ -176,8 +177,8 @@ TEST_F(NvmfctlHostTest, NothingListeningExits3) {
 TEST_F(NvmfctlHostTest, UnreachableAddressExits3) {
   host_provider_->set_unreachable("10.0.0.9", true);
   idle_clock_step_ms_ = 1;  // the sim times the resolve out on the fake clock
-  std::vector<std::string> words = {"nvmfctl", "discover", "-t", "rdma", "-a", "10.0.0.9",
-                                    "-q", kHostNqn};
+  std::vector<std::string> words = {"nvmfctl", "discover", "-t", "rdma",
+                                    "-a",      "10.0.0.9", "-q", kHostNqn};
   ctl::Command command;
   ASSERT_TRUE(ctl::parse_command_line(words, &command).run);
   const Report report = ctl::run_discover(*host_, command.host);

@@ -146,12 +146,12 @@ TEST(ConnectFailureStatus, BeforeTheRdmaConnectionIsUpIsUnreachable) {
   EXPECT_EQ(connect_failure_status("cannot start connecting to 10.0.0.9:4420: not_found "
                                    "(ENOENT: No such file or directory): rdma_resolve_addr"),
             exit_status::unreachable);
-  for (const char* reason : {"target unreachable (no listener)", "target unreachable (timed out)",
-                             "connect timed out", "connection rejected", "connect error",
-                             "disconnected while connecting"}) {
-    EXPECT_EQ(connect_failure_status(std::string("cannot connect queue 0 to 10.0.0.1:4420: ") +
-                                     reason),
-              exit_status::unreachable)
+  for (const char* reason :
+       {"target unreachable (no listener)", "target unreachable (timed out)", "connect timed out",
+        "connection rejected", "connect error", "disconnected while connecting"}) {
+    EXPECT_EQ(
+        connect_failure_status(std::string("cannot connect queue 0 to 10.0.0.1:4420: ") + reason),
+        exit_status::unreachable)
         << reason;
   }
 }

@@ -118,10 +118,11 @@ TEST(RenderHuman, BdevListIsATableWithoutItsConfig) {
      "uuid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "queue_depth": 128,
      "io_types": ["read", "write"], "channels": 1, "removed": false,
      "config": {"type": "malloc", "name": "Malloc0", "block_size": 512, "num_blocks": 131072}}])");
-  EXPECT_EQ(render_human("bdev_list", result),
-            "name     block_size  channels  io_types     num_blocks  queue_depth  removed  type    uuid\n"
-            "Malloc0         512         1  read, write      131072          128  false    malloc  "
-            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n");
+  EXPECT_EQ(
+      render_human("bdev_list", result),
+      "name     block_size  channels  io_types     num_blocks  queue_depth  removed  type    uuid\n"
+      "Malloc0         512         1  read, write      131072          128  false    malloc  "
+      "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n");
   // Other methods keep every member.
   EXPECT_NE(render_human("other", result).find("config:"), std::string::npos);
 }
