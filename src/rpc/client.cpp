@@ -17,21 +17,15 @@ namespace nvmf::rpc {
 
 namespace {
 
+using detail::errno_text;
+using detail::now_ms;
+using detail::set_message;
+
 // How long connect() may wait while the server's backlog is full (it serves clients_max
 // clients at once and does not accept more meanwhile).
 constexpr int kConnectTimeoutS = 10;
 constexpr size_t kReadChunkBytes = 64 * 1024;
 
-uint64_t now_ms() { return MonotonicClock::instance().now_ns() / 1000000; }
-
-std::string errno_text(int os_errno) {
-  char buffer[128];
-  return strerror_r(os_errno, buffer, sizeof(buffer));  // GNU: may return a static string
-}
-
-void set_message(std::string* message, std::string text) {
-  if (message) *message = std::move(text);
-}
 
 RpcError transport_error(std::string text) {
   return RpcError{error_code::internal_error, std::move(text)};

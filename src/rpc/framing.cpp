@@ -1,7 +1,18 @@
 // The stream framing shared by the server and the client: see framing.h.
 #include "rpc/framing.h"
 
+#include <cstring>
+
+#include "common/clock.h"
+
 namespace nvmf::rpc::detail {
+
+uint64_t now_ms() { return MonotonicClock::instance().now_ns() / 1000000; }
+
+std::string errno_text(int os_errno) {
+  char buffer[128];
+  return strerror_r(os_errno, buffer, sizeof(buffer));  // GNU: may return a static string
+}
 
 namespace {
 

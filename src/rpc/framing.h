@@ -11,6 +11,13 @@
 
 namespace nvmf::rpc::detail {
 
+// Small helpers server and client share.
+uint64_t now_ms();
+std::string errno_text(int os_errno);
+inline void set_message(std::string* message, std::string text) {
+  if (message) *message = std::move(text);
+}
+
 struct ScanResult {
   bool complete = false;
   size_t begin = 0;  // the value's first byte (when complete)

@@ -30,19 +30,13 @@ namespace nvmf::rpc {
 
 namespace {
 
+using detail::errno_text;
+using detail::now_ms;
+using detail::set_message;
+
 constexpr size_t kReadChunkBytes = 64 * 1024;  // one recv() per wake-up: fair across clients
 constexpr unsigned kAcceptPauseMs = 100;       // out of fds: retry later instead of spinning
 
-uint64_t now_ms() { return MonotonicClock::instance().now_ns() / 1000000; }
-
-std::string errno_text(int os_errno) {
-  char buffer[128];
-  return strerror_r(os_errno, buffer, sizeof(buffer));  // GNU: may return a static string
-}
-
-void set_message(std::string* message, std::string text) {
-  if (message) *message = std::move(text);
-}
 
 // One accepted client. States, in the order a request goes through them:
 //  reading        no complete value in `in` yet (POLLIN; the idle timeout runs when a value

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -367,14 +368,30 @@ class Methods {
 
   // -- listeners --
 
-  Outcome listener_add(const Json& params) {
+  // What listener_add and listener_remove take: the subsystem and the address.
+  struct ListenerRequest {
+    std::string nqn;
+    target::ListenerAddress address;
+    const target::SubsystemInfo* subsystem = nullptr;
+  };
+  std::optional<Outcome> parse_listener_request(const Json& params, ListenerRequest* out) {
     rpc::params_allow_only(params, {"nqn", "traddr", "trsvcid", "adrfam", "trtype"});
-    const std::string nqn = rpc::param_string(params, "nqn");
+    out->nqn = rpc::param_string(params, "nqn");
     std::string message;
     auto address = target::parse_listener_config(without(params, {"nqn"}), "params", &message);
     if (!address) return error(error_code::invalid_params, message);
-    const target::SubsystemInfo* subsystem = find(nqn);
-    if (subsystem == nullptr) return no_subsystem(nqn);
+    out->address = *address;
+    out->subsystem = find(out->nqn);
+    if (out->subsystem == nullptr) return no_subsystem(out->nqn);
+    return std::nullopt;
+  }
+
+  Outcome listener_add(const Json& params) {
+    ListenerRequest request;
+    if (auto refused = parse_listener_request(params, &request)) return *refused;
+    const std::string& nqn = request.nqn;
+    const target::ListenerAddress* address = &request.address;
+    const target::SubsystemInfo* subsystem = request.subsystem;
     for (const target::ListenerAddress& existing : subsystem->listeners) {
       if (existing == *address) {
         return error(error_code::exists,
@@ -403,13 +420,11 @@ class Methods {
   }
 
   Outcome listener_remove(const Json& params) {
-    rpc::params_allow_only(params, {"nqn", "traddr", "trsvcid", "adrfam", "trtype"});
-    const std::string nqn = rpc::param_string(params, "nqn");
-    std::string message;
-    auto address = target::parse_listener_config(without(params, {"nqn"}), "params", &message);
-    if (!address) return error(error_code::invalid_params, message);
-    const target::SubsystemInfo* subsystem = find(nqn);
-    if (subsystem == nullptr) return no_subsystem(nqn);
+    ListenerRequest request;
+    if (auto refused = parse_listener_request(params, &request)) return *refused;
+    const std::string& nqn = request.nqn;
+    const target::ListenerAddress* address = &request.address;
+    const target::SubsystemInfo* subsystem = request.subsystem;
     bool listed = false;
     for (const target::ListenerAddress& existing : subsystem->listeners) {
       listed |= existing == *address;
