@@ -20,3 +20,13 @@ check_summary() {  # check_summary NAME
   echo "$1: $passes passed, $failures failed"
   [ "$failures" -eq 0 ]
 }
+
+wait_ready() {  # wait_ready PID LOG: 0 once LOG says "ready:" (10 s at most), 1 if PID exits or time runs out
+  local _
+  for _ in $(seq 1 100); do
+    if grep -q "ready:" "$2"; then return 0; fi
+    if ! kill -0 "$1" 2>/dev/null; then return 1; fi
+    sleep 0.1
+  done
+  return 1
+}

@@ -17,12 +17,8 @@ for config in "$examples"/*.json; do
   "$tgt" -c "$config" --sim --mode interrupt --reactors 2 --rpc-socket "$work/loop.sock" \
     >"$work/log" 2>&1 &
   pid=$!
-  ready=1
-  for _ in $(seq 1 100); do
-    if grep -q "ready:" "$work/log"; then ready=0; break; fi
-    if ! kill -0 "$pid" 2>/dev/null; then break; fi
-    sleep 0.1
-  done
+  ready=0
+  wait_ready "$pid" "$work/log" || ready=1
   check "$name starts" $ready "$(cat "$work/log")"
   kill -TERM "$pid" 2>/dev/null
   wait "$pid"
@@ -66,12 +62,8 @@ check "pcie/nvme.json --sim --check-config (controller model)" $? "$out"
 check "pcie/nvme.json builds both nvme bdevs" $? "$out"
 "$tgt" -c "$nvme_config" --sim --rpc-socket '' >"$work/log" 2>&1 &
 pid=$!
-ready=1
-for _ in $(seq 1 100); do
-  if grep -q "ready:" "$work/log"; then ready=0; break; fi
-  if ! kill -0 "$pid" 2>/dev/null; then break; fi
-  sleep 0.1
-done
+ready=0
+wait_ready "$pid" "$work/log" || ready=1
 check "pcie/nvme.json --sim starts" $ready "$(cat "$work/log")"
 kill -TERM "$pid" 2>/dev/null
 wait "$pid"
@@ -109,12 +101,8 @@ PY
 sock="$work/rpc.sock"
 "$tgt" -c "$examples/malloc.json" --sim --mode interrupt --rpc-socket "$sock" >"$work/log" 2>&1 &
 pid=$!
-ready=1
-for _ in $(seq 1 100); do
-  if grep -q "ready:" "$work/log"; then ready=0; break; fi
-  if ! kill -0 "$pid" 2>/dev/null; then break; fi
-  sleep 0.1
-done
+ready=0
+wait_ready "$pid" "$work/log" || ready=1
 check "--rpc-socket: starts" $ready "$(cat "$work/log")"
 [ -S "$sock" ] && [ "$(stat -c %a "$sock")" = 600 ]
 check "--rpc-socket: a socket with mode 0600" $? "$(ls -l "$sock" 2>&1)"

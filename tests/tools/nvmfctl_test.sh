@@ -100,12 +100,8 @@ fi
 sock="$work/t.sock"
 "$tgt" --sim -c "$examples/malloc.json" --rpc-socket "$sock" >"$work/log" 2>&1 &
 pid=$!
-ready=1
-for _ in $(seq 1 100); do
-  if grep -q "ready:" "$work/log"; then ready=0; break; fi
-  if ! kill -0 "$pid" 2>/dev/null; then break; fi
-  sleep 0.1
-done
+ready=0
+wait_ready "$pid" "$work/log" || ready=1
 check "nvmf_tgt --sim --rpc-socket starts" $ready "$(cat "$work/log")"
 
 valid_json() {  # stdin parses as JSON (checked with python3 or jq, when one is installed)
