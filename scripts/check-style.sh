@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DATA_PATH_DIRS=(src/reactor src/nvme_pcie src/bdev src/memreg src/transport_rdma src/initiator src/target)
+DATA_PATH_DIRS=(src/reactor src/nvme_pcie src/bdev src/memreg src/transport_rdma src/initiator src/target src/nbd)
 findings=0
 
 report() {
