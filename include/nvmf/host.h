@@ -67,8 +67,24 @@ struct HostIdentity {
   std::string hostnqn;
   std::array<uint8_t, 16> hostid{};
 };
-// `etc_dir`: where hostnqn/hostid live (tests pass a temporary directory).
+// `etc_dir`: where hostnqn/hostid live (tests pass a temporary directory). Reads only: a
+// generated identity is new on every call (ControllerOpts' default).
 HostIdentity default_host_identity(const std::string& etc_dir = "/etc/nvme");
+
+// The identity as nvme-cli (libnvme's nvme_host_get_ids) resolves it, each piece in turn:
+//   1. `given` (a non-empty hostnqn, a non-zero hostid: the command line's -q / -I);
+//   2. etc_dir/hostnqn, etc_dir/hostid (a hostid file that is not a UUID is ignored);
+//   3. derived from the other piece: the host ID is the UUID of a "...:uuid:<uuid>" host NQN,
+//      the host NQN is "nqn.2014-08.org.nvmexpress:uuid:<host ID>";
+//   4. generated: one random UUID as the host ID and in the host NQN.
+// With `save`, each piece that came from 3 or 4 is written to its file (one line, mode 0644;
+// etc_dir and its missing parents are created, mode 0755), so that later runs (and nvme-cli)
+// find the same identity. A file is never overwritten: one that appears meanwhile (another
+// process saved first) is read and used instead. A file that cannot be written is not an
+// error: `*warning` (may be null) gets one line naming it and why, and the identity is still
+// returned. Configuration path; any thread.
+HostIdentity resolve_host_identity(const HostIdentity& given, const std::string& etc_dir, bool save,
+                                   std::string* warning);
 std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
 bool uuid_parse(std::string_view text, std::array<uint8_t, 16>* uuid);
 

@@ -1,12 +1,15 @@
 // Addresses and identities of include/nvmf/host.h: TransportId in SPDK's string form, the
-// memory-registration policy names, the host NQN and host ID as nvme-cli finds them, UUID text
-// and DiscoveryEntry -> TransportId. Configuration-path code: it allocates freely.
+// memory-registration policy names, the host NQN and host ID as nvme-cli finds them (and, for
+// resolve_host_identity, saves them), UUID text and DiscoveryEntry -> TransportId.
+// Configuration-path code: it allocates freely.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "nvmf/host.h"
@@ -311,6 +314,133 @@ HostIdentity default_host_identity(const std::string& etc_dir) {
     return identity;
   }
   identity.hostid = generated;
+  return identity;
+}
+
+namespace {
+
+// The UUID of a "...:uuid:<uuid>" NQN.
+bool uuid_of_nqn(std::string_view nqn, std::array<uint8_t, 16>* uuid) {
+  const size_t at = nqn.rfind(":uuid:");
+  return at != std::string_view::npos && uuid_parse(nqn.substr(at + 6), uuid);
+}
+
+// `mkdir -p dir`; the directories it creates get mode 0755 (whatever the umask). "" or why not.
+std::string make_directories(const std::string& dir) {
+  for (size_t end = 1; end <= dir.size(); ++end) {
+    if (end != dir.size() && dir[end] != '/') continue;
+    const std::string prefix = dir.substr(0, end);
+    if (::mkdir(prefix.c_str(), 0755) == 0) {
+      ::chmod(prefix.c_str(), 0755);
+    } else if (errno != EEXIST) {
+      return "cannot create " + prefix + ": " + std::strerror(errno);
+    }
+  }
+  return "";
+}
+
+enum class Saved : uint8_t { yes, raced, failed };
+
+// Writes `value` and a newline to `path`, mode 0644 (whatever the umask), unless the file
+// exists: a temporary file linked into place, so that no reader sees half a line and a file
+// another process made meanwhile is kept (`raced`). `failed` with *why set otherwise.
+Saved save_line(const std::string& path, const std::string& value, std::string* why) {
+  std::string temporary = path + ".XXXXXX";
+  const int fd = ::mkstemp(temporary.data());
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return Saved::failed;
+  }
+  const std::string text = value + "\n";
+  bool written = ::fchmod(fd, 0644) == 0;
+  for (size_t done = 0; written && done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    written = n > 0;
+    if (written) done += static_cast<size_t>(n);
+  }
+  written = written && ::fsync(fd) == 0;
+  int os_errno = errno;
+  ::close(fd);
+  if (written && ::link(temporary.c_str(), path.c_str()) != 0) {
+    written = false;
+    os_errno = errno;
+  }
+  ::unlink(temporary.c_str());
+  if (written) return Saved::yes;
+  if (os_errno == EEXIST) return Saved::raced;
+  *why = std::strerror(os_errno);
+  return Saved::failed;
+}
+
+// Saves one piece unless its file exists: one that exists and holds nothing usable (empty, a
+// hostid that is not a UUID) is the administrator's and is left alone, with a warning.
+Saved save_piece(const std::string& path, const char* what, const std::string& value,
+                 std::string* warning) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) {
+    *warning = path + " holds no " + what + ": left as it is, " + value + " used this time";
+    return Saved::failed;
+  }
+  std::string why;
+  const Saved saved = save_line(path, value, &why);
+  if (saved == Saved::failed) {
+    *warning = "cannot save the " + std::string(what) + " in " + path + ": " + why;
+  }
+  return saved;
+}
+
+}  // namespace
+
+HostIdentity resolve_host_identity(const HostIdentity& given, const std::string& etc_dir, bool save,
+                                   std::string* warning) {
+  const std::string nqn_path = etc_dir + "/hostnqn";
+  const std::string id_path = etc_dir + "/hostid";
+  HostIdentity identity;
+  if (warning != nullptr) warning->clear();
+  // One more pass for each file that appeared while saving (it is read then): two at most,
+  // since files are never removed here.
+  for (int pass = 0; pass < 3; ++pass) {
+    identity = given;
+    bool nqn_made = false;
+    bool id_made = false;
+    if (identity.hostnqn.empty()) {
+      identity.hostnqn = read_first_line(nqn_path);
+      nqn_made = identity.hostnqn.empty();
+    }
+    if (identity.hostid == std::array<uint8_t, 16>{} &&
+        !uuid_parse(read_first_line(id_path), &identity.hostid)) {
+      id_made = true;
+      if (nqn_made || !uuid_of_nqn(identity.hostnqn, &identity.hostid)) {
+        identity.hostid = random_uuid();
+      }
+    }
+    if (nqn_made) {
+      identity.hostnqn = std::string(spec::nqn_uuid_prefix) + uuid_to_string(identity.hostid);
+    }
+    if (!save || (!nqn_made && !id_made)) return identity;
+
+    const std::string made = make_directories(etc_dir);
+    if (!made.empty()) {
+      if (warning != nullptr) *warning = "cannot save the host identity: " + made;
+      return identity;
+    }
+    std::string nqn_warning;
+    std::string id_warning;
+    if (nqn_made &&
+        save_piece(nqn_path, "host NQN", identity.hostnqn, &nqn_warning) == Saved::raced) {
+      continue;
+    }
+    if (id_made && save_piece(id_path, "host ID", uuid_to_string(identity.hostid), &id_warning) ==
+                       Saved::raced) {
+      continue;
+    }
+    if (warning != nullptr) {
+      *warning = nqn_warning.empty() || id_warning.empty() ? nqn_warning + id_warning
+                                                           : nqn_warning + "; " + id_warning;
+    }
+    return identity;
+  }
   return identity;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # nvmfctl as a user runs it: usage errors exit 2 with one line, every subcommand's --help
-# works, a socket nobody serves exits 3 with the client's message, and the host subcommands
-# exit 3 when no target can be reached (no RDMA device here, or nothing listening). Then, if
+# works (and names every option), a socket nobody serves exits 3 with the client's message
+# (nvmf_tgt's for tgt; "no nvmf_hostd is listening" for connect, connect-all, disconnect,
+# disconnect-all and list, which then save no host identity), and the host subcommands exit 3
+# when no target can be reached (no RDMA device here, or nothing listening). Then, if
 # nvmf_tgt has --rpc-socket, against nvmf_tgt --sim with the malloc example: subsystem_list
 # (human and json), bdev_create + namespace_add show in subsystem_list, a bad param exits 1
 # with the target's message, save_config, SIGTERM.
@@ -14,6 +16,8 @@ examples="$3"
 source "$(dirname "$0")/check.sh"
 
 nqn="nqn.2026-11.io.nvmf-rdma:malloc0"  # examples/target/malloc.json
+# The host identity of connect and connect-all lives here, never in /etc/nvme.
+export NVMF_ETC_DIR="$work/etc"
 
 # Runs nvmfctl with the arguments; $rc, $out (stdout) and $err (stderr) hold what happened.
 run() {
@@ -34,7 +38,7 @@ usage() {
 }
 
 usage "no subcommand" "subcommand"
-usage "unknown subcommand" "unknown subcommand 'connect'" connect -t rdma -a 10.0.0.1
+usage "unknown subcommand" "unknown subcommand 'bogus'" bogus -t rdma -a 10.0.0.1
 usage "tgt without METHOD" "METHOD is required" tgt
 usage "tgt unknown option" "--bogus" tgt --bogus 1 subsystem_list
 usage "tgt bad -o" "yaml" tgt -o yaml subsystem_list
@@ -49,9 +53,26 @@ usage "discover bad host ID" "not a UUID" discover -t rdma -a 10.0.0.1 -I nope
 usage "id-ctrl without -n" "--nqn" id-ctrl -t rdma -a 10.0.0.1
 usage "id-ns without --namespace-id" "--namespace-id" id-ns -t rdma -a 10.0.0.1 -n "$nqn"
 usage "id-ns --namespace-id 0" "--namespace-id" id-ns -t rdma -a 10.0.0.1 -n "$nqn" --namespace-id 0
+usage "connect without -n" "--nqn" connect -t rdma -a 10.0.0.1
+usage "connect without -a" "--traddr" connect -t rdma -n "$nqn"
+usage "connect -t tcp" "tcp" connect -t tcp -a 10.0.0.1 -n "$nqn"
+usage "connect bad NQN" "subnqn" connect -t rdma -a 10.0.0.1 -n not-an-nqn
+usage "connect bad host ID" "not a UUID" connect -t rdma -a 10.0.0.1 -n "$nqn" -I nope
+usage "connect -i 0" "--nr-io-queues" connect -t rdma -a 10.0.0.1 -n "$nqn" -i 0
+usage "connect -Q 1" "--queue-size" connect -t rdma -a 10.0.0.1 -n "$nqn" -Q 1
+usage "connect -k -1" "--keep-alive-tmo" connect -t rdma -a 10.0.0.1 -n "$nqn" -k -1
+usage "connect -c x" "--reconnect-delay" connect -t rdma -a 10.0.0.1 -n "$nqn" -c x
+usage "connect -l -2" "--ctrl-loss-tmo" connect -t rdma -a 10.0.0.1 -n "$nqn" -l -2
+usage "connect --memreg" "fast" connect -t rdma -a 10.0.0.1 -n "$nqn" --memreg fast
+usage "connect -o yaml" "yaml" connect -t rdma -a 10.0.0.1 -n "$nqn" -o yaml
+usage "connect-all -n" "-n" connect-all -t rdma -a 10.0.0.1 -n "$nqn"
+usage "disconnect without -n or -d" "-n/--nqn NQN or -d/--device DEVICE" disconnect
+usage "disconnect -n and -d" "exclude each other" disconnect -n "$nqn" -d /dev/nbd0
+usage "disconnect-all -n" "-n" disconnect-all -n "$nqn"
+usage "list -o yaml" "yaml" list -o yaml
 
 # Help: exit 0, the synopsis and the exit codes.
-for sub in "" discover id-ctrl id-ns; do
+for sub in "" discover id-ctrl id-ns connect connect-all disconnect disconnect-all list; do
   # shellcheck disable=SC2086
   run $sub --help
   [ "$rc" -eq 0 ] && [[ "$out" == *"Exit status"* ]] && [[ "$out" == *"3 cannot reach"* ]]
@@ -61,8 +82,24 @@ run discover --help
 [[ "$out" == *"-t,--transport"* ]] && [[ "$out" == *"-a,--traddr"* ]] && [[ "$out" == *"-s,--trsvcid"* ]] &&
   [[ "$out" == *"-q,--hostnqn"* ]] && [[ "$out" == *"-I,--hostid"* ]] && [[ "$out" == *"-o,--output-format"* ]]
 check "discover --help names nvme-cli's flags" $? "$out"
+for sub in connect connect-all; do
+  run $sub --help
+  [[ "$out" == *"-t,--transport"* ]] && [[ "$out" == *"-a,--traddr"* ]] && [[ "$out" == *"-s,--trsvcid"* ]] &&
+    [[ "$out" == *"-q,--hostnqn"* ]] && [[ "$out" == *"-I,--hostid"* ]] && [[ "$out" == *"-i,--nr-io-queues"* ]] &&
+    [[ "$out" == *"-Q,--queue-size"* ]] && [[ "$out" == *"-k,--keep-alive-tmo"* ]] &&
+    [[ "$out" == *"-c,--reconnect-delay"* ]] && [[ "$out" == *"-l,--ctrl-loss-tmo"* ]] && [[ "$out" == *"--memreg"* ]] &&
+    [[ "$out" == *"--socket"* ]] && [[ "$out" == *"-o,--output-format"* ]] && [[ "$out" == *"NVMF_ETC_DIR"* ]]
+  check "$sub --help names every option" $? "$out"
+done
+run disconnect --help
+[[ "$out" == *"-n,--nqn"* ]] && [[ "$out" == *"-d,--device"* ]] && [[ "$out" == *"--socket"* ]]
+check "disconnect --help names every option" $? "$out"
+run list --help
+[[ "$out" == *"--socket"* ]] && [[ "$out" == *"-o,--output-format"* ]] && [[ "$out" == *"/var/tmp/nvmf_hostd.sock"* ]]
+check "list --help names every option" $? "$out"
 run --help
-[[ "$out" == *"tgt"* ]] && [[ "$out" == *"discover"* ]] && [[ "$out" == *"id-ctrl"* ]] && [[ "$out" == *"id-ns"* ]]
+[[ "$out" == *"tgt"* ]] && [[ "$out" == *"discover"* ]] && [[ "$out" == *"id-ctrl"* ]] && [[ "$out" == *"id-ns"* ]] &&
+  [[ "$out" == *"connect-all"* ]] && [[ "$out" == *"disconnect-all"* ]] && [[ "$out" == *"list"* ]]
 check "nvmfctl --help lists the subcommands" $? "$out"
 # Without a target, tgt --help says how to reach one.
 run tgt --socket "$work/none.sock" --help
@@ -77,6 +114,26 @@ check "tgt with no socket exits 3" $? "status $rc, stderr '$err'"
 run tgt --socket "$work/none.sock" subsystem_list --help
 [ "$rc" -eq 3 ] && [[ "$err" == *"$work/none.sock"* ]]
 check "tgt METHOD --help with no socket exits 3" $? "status $rc, stderr '$err'"
+
+# No nvmf_hostd at the socket: exit 3, "nvmfctl: SUBCOMMAND: no nvmf_hostd is listening on PATH
+# (start it, or give --socket)", and no host identity saved.
+hostd_sock="$work/hostd.sock"
+for args in "connect -t rdma -a 10.0.0.1 -n $nqn" "connect-all -t rdma -a 10.0.0.1" "disconnect -n $nqn" \
+  "disconnect -d /dev/nbd0" "disconnect-all" "list" "list -o json"; do
+  # shellcheck disable=SC2086
+  run $args --socket "$hostd_sock"
+  sub="${args%% *}"
+  [ "$rc" -eq 3 ] && [ -z "$out" ] &&
+    [ "$err" = "nvmfctl: $sub: no nvmf_hostd is listening on $hostd_sock (start it, or give --socket)" ]
+  check "$args without nvmf_hostd exits 3" $? "status $rc, stderr '$err'"
+done
+[ ! -e "$NVMF_ETC_DIR" ]
+check "no host identity saved without nvmf_hostd" $? "$(ls -la "$NVMF_ETC_DIR" 2>&1)"
+if [ ! -e /var/tmp/nvmf_hostd.sock ]; then  # (a real nvmf_hostd may be serving it)
+  run list
+  [ "$rc" -eq 3 ] && [[ "$err" == *"/var/tmp/nvmf_hostd.sock"* ]]
+  check "list defaults to /var/tmp/nvmf_hostd.sock" $? "status $rc, stderr '$err'"
+fi
 
 # The host side cannot reach a target here (nvmf_tgt --sim serves only its own process): no
 # RDMA device, or nothing listening at the address: exit 3, "nvmfctl: SUBCOMMAND: why".

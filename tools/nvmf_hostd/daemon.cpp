@@ -50,12 +50,17 @@ struct Binding {
 
   Binding() : poller("nbd-queue", &Binding::poll, this) {}
   // Completions have no fd to wake the reactor: while I/O is in flight or replies wait for
-  // room in the socket, report work so an adaptive or interrupt reactor keeps polling.
+  // room in the socket, report work so an adaptive or interrupt reactor keeps polling. A
+  // round that found nothing yields the CPU first: the RDMA device's completion work (rxe's
+  // kernel threads), the kernel's NBD threads and the application share these cores, and a
+  // spinning reactor would only delay the completion it waits for.
   static int poll(void* ctx, unsigned) {
     auto& binding = *static_cast<Binding*>(ctx);
-    int work = binding.queue->poll();
-    if (binding.queue->in_flight() != 0 || binding.queue->wants_write()) work = std::max(work, 1);
-    return work;
+    const int work = binding.queue->poll();
+    if (work != 0) return work;
+    if (binding.queue->in_flight() == 0 && !binding.queue->wants_write()) return 0;
+    std::this_thread::yield();
+    return 1;
   }
 };
 

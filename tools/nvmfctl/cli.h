@@ -7,6 +7,13 @@
 //   nvmfctl id-ctrl  -t rdma -a ADDR [-s PORT] -n NQN [-q HOSTNQN] [-I HOSTID] [-o normal|json]
 //   nvmfctl id-ns    -t rdma -a ADDR [-s PORT] -n NQN --namespace-id NSID [-q ...] [-I ...]
 //                    [-o normal|json]
+//   nvmfctl connect  -t rdma -a ADDR [-s PORT] -n NQN [-q HOSTNQN] [-I HOSTID]
+//                    [-i NR_IO_QUEUES] [-Q QUEUE_SIZE] [-k KATO_S] [-c RECONNECT_DELAY_S]
+//                    [-l CTRL_LOSS_TMO_S] [--memreg POLICY] [--socket PATH] [-o normal|json]
+//   nvmfctl connect-all -t rdma -a ADDR [-s PORT] [the same options, no -n]
+//   nvmfctl disconnect -n NQN | -d DEVICE [--socket PATH]
+//   nvmfctl disconnect-all [--socket PATH]
+//   nvmfctl list [--socket PATH] [-o normal|json]
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,11 +39,27 @@ inline constexpr int unreachable = 3;  // cannot reach the target (RPC socket, R
 
 // nvmf_tgt's default RPC socket (rpc::ServerOpts::socket_path).
 inline constexpr const char* kDefaultSocketPath = "/var/tmp/nvmf_tgt.sock";
+// nvmf_hostd's default RPC socket (its --rpc-socket).
+inline constexpr const char* kDefaultHostdSocketPath = "/var/tmp/nvmf_hostd.sock";
+// Where the host identity lives (nvme-cli's); the environment variable NVMF_ETC_DIR, read by
+// main, replaces it (tests, a second identity on one machine).
+inline constexpr const char* kDefaultEtcDir = "/etc/nvme";
+inline constexpr const char* kEtcDirVariable = "NVMF_ETC_DIR";
 
 // The exit codes as --help prints them.
 extern const char* const kExitCodesHelp;
 
-enum class Subcommand : uint8_t { tgt, discover, id_ctrl, id_ns };
+enum class Subcommand : uint8_t {
+  tgt,
+  discover,
+  id_ctrl,
+  id_ns,
+  connect,  // the rest: over nvmf_hostd's RPC socket
+  connect_all,
+  disconnect,
+  disconnect_all,
+  list,
+};
 enum class OutputFormat : uint8_t { human, json };  // host side: "normal" is human
 
 struct TgtCommand {
@@ -50,15 +73,35 @@ struct TgtCommand {
 
 struct HostCommand {
   host::TransportId trid;     // trtype, traddr, trsvcid and (id-ctrl, id-ns) subnqn
-  host::ControllerOpts opts;  // hostnqn / hostid from -q / -I; empty: the library's defaults
+  host::ControllerOpts opts;  // hostnqn / hostid from -q / -I; empty: resolved from etc_dir
+                              // by the runner (read only: nothing saved)
   OutputFormat output = OutputFormat::human;
   uint32_t nsid = 0;  // id-ns
+  std::string etc_dir = kDefaultEtcDir;
+};
+
+// connect, connect-all, disconnect, disconnect-all, list: one nvmf_hostd RPC call each
+// (connect-all: discovery in process, then one connect per subsystem).
+struct HostdCommand {
+  std::string socket_path = kDefaultHostdSocketPath;
+  OutputFormat output = OutputFormat::human;  // connect, connect-all, list
+  // connect: the subsystem (subnqn from -n); connect-all: the discovery controller's address.
+  host::TransportId trid;
+  host::HostIdentity identity;  // -q / -I as given; empty / zero: resolved from etc_dir by
+                                // the runner, generated and saved there when absent
+  // connect's optional params, only those given (nvmf_hostd's defaults for the rest):
+  // nr_io_queues, queue_size, keep_alive_tmo, reconnect_delay, ctrl_loss_tmo, memreg.
+  Json options = Json::object();
+  std::string nqn;     // disconnect -n
+  std::string device;  // disconnect -d
+  std::string etc_dir = kDefaultEtcDir;
 };
 
 struct Command {
   Subcommand subcommand = Subcommand::tgt;
   TgtCommand tgt;
   HostCommand host;
+  HostdCommand hostd;
 };
 
 // What a subcommand did: its exit status, what goes to stdout, what goes to stderr (each

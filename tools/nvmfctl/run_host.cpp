@@ -20,11 +20,22 @@ std::string describe(const Error& error) {
   return error_describe(error, text, sizeof(text));
 }
 
+// -q / -I, else the files in command.etc_dir, else generated (nvme-cli's order; nothing is
+// saved: only connect and connect-all make an identity permanent).
+host::ControllerOpts opts_of(const HostCommand& command) {
+  host::ControllerOpts opts = command.opts;
+  const host::HostIdentity identity = host::resolve_host_identity(
+      host::HostIdentity{opts.hostnqn, opts.hostid}, command.etc_dir, false, nullptr);
+  opts.hostnqn = identity.hostnqn;
+  opts.hostid = identity.hostid;
+  return opts;
+}
+
 // Connects to command.trid's subsystem; on failure *report says why (and the status).
 std::unique_ptr<host::Controller> connect(host::Host& host, const HostCommand& command,
                                           const char* subcommand, Report* report) {
   std::string message;
-  auto controller = host.connect(command.trid, command.opts, &message);
+  auto controller = host.connect(command.trid, opts_of(command), &message);
   if (!controller) {
     if (message.empty()) message = describe(controller.error());
     *report = failure(subcommand, connect_failure_status(message), message);
@@ -56,7 +67,7 @@ std::string active_list(const std::vector<uint32_t>& nsids) {
 
 Report run_discover(host::Host& host, const HostCommand& command) {
   std::string message;
-  auto entries = host.discover(command.trid, command.opts, &message);
+  auto entries = host.discover(command.trid, opts_of(command), &message);
   if (!entries) {
     if (message.empty()) message = describe(entries.error());
     return failure("discover", connect_failure_status(message), message);

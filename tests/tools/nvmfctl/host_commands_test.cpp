@@ -1,7 +1,8 @@
-// nvmfctl discover / id-ctrl / id-ns end to end, in process: the command line parsed as the
-// tool parses it, run over a Host on the simulated HCA against the in-process target of the
-// initiator library's e2e tests (tests/e2e/host_fixture.h), so the output is what the
-// library really returned and the exit status what its real messages map to.
+// nvmfctl discover / id-ctrl / id-ns / connect-all end to end, in process: the command line
+// parsed as the tool parses it, run over a Host on the simulated HCA against the in-process
+// target of the initiator library's e2e tests (tests/e2e/host_fixture.h), so the output is
+// what the library really returned and the exit status what its real messages map to.
+// connect-all's connects go to a fake nvmf_hostd (fake_hostd.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +11,10 @@
 #include <vector>
 
 #include "cli.h"
+#include "fake_hostd.h"
 #include "host_fixture.h"
 #include "run_host.h"
+#include "run_hostd.h"
 
 namespace nvmf::e2e {
 namespace {
@@ -172,6 +175,122 @@ TEST_F(NvmfctlHostTest, NothingListeningExits3) {
     EXPECT_EQ(report.out, "") << subcommand;
     EXPECT_TRUE(contains(report.err, "4421")) << report.err;
   }
+}
+
+// connect-all: the discovery over the sim, the connects to a fake nvmf_hostd.
+class NvmfctlConnectAllTest : public NvmfctlHostTest {
+ protected:
+  void SetUp() override {
+    NvmfctlHostTest::SetUp();
+    ASSERT_FALSE(dir_.path().empty());
+    ASSERT_TRUE(hostd_.started()) << hostd_.message();
+  }
+
+  // nvmfctl connect-all -t rdma -a 10.0.0.1 ARGS... --socket <the fake's>, with etc_dir_.
+  Report connect_all(std::vector<std::string> args) {
+    std::vector<std::string> words = {"nvmfctl", "connect-all",      "-t",       "rdma",
+                                      "-a",      kHostTargetAddress, "--socket", socket_path()};
+    words.insert(words.end(), args.begin(), args.end());
+    ctl::Command command;
+    const ctl::ParseResult parsed = ctl::parse_command_line(words, &command);
+    if (!parsed.run) {
+      ADD_FAILURE() << "parse: status " << parsed.status << ": " << parsed.err;
+      return Report{parsed.status, parsed.out, parsed.err};
+    }
+    command.hostd.etc_dir = etc_dir_;
+    return ctl::run_connect_all(*host_, command.hostd);
+  }
+
+  std::vector<std::string> connected_nqns() const {
+    std::vector<std::string> nqns;
+    for (const Json& params : hostd_.params_of("connect")) nqns.push_back(params["subnqn"]);
+    std::sort(nqns.begin(), nqns.end());
+    return nqns;
+  }
+
+  std::string socket_path() const { return dir_.file("hostd.sock"); }
+
+  ctl::testing::ScratchDir dir_;
+  std::string etc_dir_ = dir_.file("etc");
+  ctl::testing::FakeHostd hostd_{socket_path()};
+};
+
+TEST_F(NvmfctlConnectAllTest, ConnectsEachSubsystemAndSkipsOneConnectedAlready) {
+  hostd_.add_controller(
+      {{"subnqn", kNqn4k}, {"traddr", kHostTargetAddress}, {"trsvcid", "4420"}});  // nvmf0
+  const Report report = connect_all({"-q", kHostNqn, "-I", kHostIdText, "-i", "2"});
+  ASSERT_EQ(report.status, 0) << report.err;
+  EXPECT_EQ(report.out, "/dev/nbd1\n");
+  EXPECT_EQ(report.err, std::string("nvmfctl: connect-all: already connected to ") + kNqn4k +
+                            " at 10.0.0.1:4420 (nvmf0), skipped\n");
+  const std::vector<Json> sent = hostd_.params_of("connect");
+  ASSERT_EQ(sent.size(), 2u);
+  for (const Json& params : sent) {
+    EXPECT_EQ(params["trtype"], "rdma");
+    EXPECT_EQ(params["adrfam"], "ipv4");
+    EXPECT_EQ(params["traddr"], kHostTargetAddress);
+    EXPECT_EQ(params["trsvcid"], "4420");
+    EXPECT_EQ(params["hostnqn"], kHostNqn);
+    EXPECT_EQ(params["hostid"], kHostIdText);
+    EXPECT_EQ(params["nr_io_queues"], 2);
+  }
+  EXPECT_EQ(connected_nqns(), (std::vector<std::string>{kNqn4k, kNqn512}));
+  EXPECT_EQ(hostd_.controllers().size(), 2u);
+}
+
+TEST_F(NvmfctlConnectAllTest, JsonListsConnectedSkippedAndFailed) {
+  hostd_.add_controller({{"subnqn", kNqn4k}, {"traddr", kHostTargetAddress}, {"trsvcid", "4420"}});
+  hostd_.fail_connect(
+      kNqn512, rpc::RpcError{rpc::error_code::failed, "connect refused: Connect Invalid Host"});
+  const Report report = connect_all({"-q", kHostNqn, "-o", "json"});
+  EXPECT_EQ(report.status, 1) << "a failed entry sets the status";
+  const Json json = Json::parse(report.out);
+  EXPECT_EQ(json["connected"], Json::array());
+  ASSERT_EQ(json["skipped"].size(), 1u);
+  EXPECT_EQ(json["skipped"][0]["subnqn"], kNqn4k);
+  ASSERT_EQ(json["failed"].size(), 1u);
+  EXPECT_EQ(json["failed"][0]["subnqn"], kNqn512);
+  EXPECT_EQ(json["failed"][0]["message"], "connect refused: Connect Invalid Host");
+  EXPECT_TRUE(
+      contains(report.err, std::string("nvmfctl: connect-all: ") + kNqn512 +
+                               " at 10.0.0.1:4420: connect refused: Connect Invalid Host\n"))
+      << report.err;
+}
+
+TEST_F(NvmfctlConnectAllTest, TheIdentityOfTheEtcDirDiscoversAndConnects) {
+  // The restricted subsystem is in the log only for kAllowedHostNqn: the resolved identity is
+  // the one discovery used, and the one sent to nvmf_hostd.
+  std::filesystem::create_directories(etc_dir_);
+  dir_.write("etc/hostnqn", std::string(kAllowedHostNqn) + "\n");
+  const Report report = connect_all({});
+  ASSERT_EQ(report.status, 0) << report.err;
+  EXPECT_EQ(report.out, "/dev/nbd0\n/dev/nbd1\n/dev/nbd2\n");
+  EXPECT_EQ(connected_nqns(), (std::vector<std::string>{kNqn4k, kNqn512, kNqnRestricted}));
+  const std::vector<Json> sent = hostd_.params_of("connect");
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0]["hostnqn"], kAllowedHostNqn);
+  const std::string saved = dir_.read("etc/hostid");
+  ASSERT_EQ(saved.size(), 37u) << "the generated host ID is saved";
+  EXPECT_EQ(sent[0]["hostid"], saved.substr(0, 36));
+}
+
+TEST_F(NvmfctlConnectAllTest, NothingListeningExits3AndNoDaemonExits3) {
+  Report report = connect_all({"-q", kHostNqn, "-s", "4421"});
+  EXPECT_EQ(report.status, 3) << report.err;
+  EXPECT_EQ(report.out, "");
+  EXPECT_EQ(report.err.rfind("nvmfctl: connect-all: ", 0), 0u) << report.err;
+  EXPECT_TRUE(contains(report.err, "4421")) << report.err;
+  EXPECT_TRUE(hostd_.params_of("connect").empty());
+
+  std::vector<std::string> words = {
+      "nvmfctl", "connect-all",      "-t",       "rdma",
+      "-a",      kHostTargetAddress, "--socket", dir_.file("none.sock")};
+  ctl::Command command;
+  ASSERT_TRUE(ctl::parse_command_line(words, &command).run);
+  report = ctl::run_connect_all(*host_, command.hostd);
+  EXPECT_EQ(report.status, 3);
+  EXPECT_EQ(report.err, "nvmfctl: connect-all: no nvmf_hostd is listening on " +
+                            dir_.file("none.sock") + " (start it, or give --socket)\n");
 }
 
 TEST_F(NvmfctlHostTest, UnreachableAddressExits3) {

@@ -1,8 +1,10 @@
 // Addresses and identities of nvmf/host.h: TransportId parsing (SPDK's string form) and its
 // error messages, to_string() round trips, port(), memreg policy names, UUID text, the host
-// identity read from (or generated without) /etc/nvme, and DiscoveryEntry -> TransportId.
+// identity read from (or generated without) /etc/nvme, resolve_host_identity's precedence and
+// saving, and DiscoveryEntry -> TransportId.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -297,6 +299,148 @@ TEST(HostIdentity, RandomUuidsDiffer) {
   std::set<std::string> seen;
   for (int i = 0; i < 32; ++i) seen.insert(default_host_identity(dir.path()).hostnqn);
   EXPECT_EQ(seen.size(), 32u);
+}
+
+// resolve_host_identity: nvme-cli's precedence, and the saving of what it generated.
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+int mode_of(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 ? static_cast<int>(info.st_mode & 07777) : -1;
+}
+
+constexpr const char* kFileNqn =
+    "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555";
+constexpr const char* kFileId = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+HostIdentity given(const std::string& hostnqn, const std::string& hostid = "") {
+  HostIdentity identity;
+  identity.hostnqn = hostnqn;
+  if (!hostid.empty()) {
+    EXPECT_TRUE(uuid_parse(hostid, &identity.hostid)) << hostid;
+  }
+  return identity;
+}
+
+TEST(ResolveHostIdentity, GivenWinsOverFilesAndNothingIsWritten) {
+  TempDir dir;
+  dir.write("hostnqn", std::string(kFileNqn) + "\n");
+  dir.write("hostid", std::string(kFileId) + "\n");
+  std::string warning = "stale";
+  const HostIdentity identity = resolve_host_identity(
+      given("nqn.2026-01.io.example:h", "2f0e0d0c-0b0a-0908-0706-050403020100"), dir.path(), true,
+      &warning);
+  EXPECT_EQ(identity.hostnqn, "nqn.2026-01.io.example:h");
+  EXPECT_EQ(uuid_to_string(identity.hostid), "2f0e0d0c-0b0a-0908-0706-050403020100");
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(read_file(dir.path() + "/hostnqn"), std::string(kFileNqn) + "\n");
+  const std::string missing = dir.path() + "/missing";
+  resolve_host_identity(given("nqn.2026-01.io.example:h", kFileId), missing, true, nullptr);
+  EXPECT_EQ(mode_of(missing), -1) << "nothing to save: no directory made";
+}
+
+TEST(ResolveHostIdentity, FilesWhenNothingIsGiven) {
+  TempDir dir;
+  dir.write("hostnqn", std::string(kFileNqn) + "\n");
+  dir.write("hostid", std::string(kFileId) + "\n");
+  const HostIdentity identity = resolve_host_identity(HostIdentity{}, dir.path(), true, nullptr);
+  EXPECT_EQ(identity.hostnqn, kFileNqn);
+  EXPECT_EQ(uuid_to_string(identity.hostid), kFileId);
+  // A given NQN with the hostid file.
+  const HostIdentity mixed =
+      resolve_host_identity(given("nqn.2026-01.io.example:h"), dir.path(), false, nullptr);
+  EXPECT_EQ(mixed.hostnqn, "nqn.2026-01.io.example:h");
+  EXPECT_EQ(uuid_to_string(mixed.hostid), kFileId);
+}
+
+TEST(ResolveHostIdentity, GeneratedIsSavedAndFoundNextTime) {
+  TempDir dir;
+  const std::string etc = dir.path() + "/etc/nvme";
+  std::string warning = "stale";
+  const HostIdentity first = resolve_host_identity(HostIdentity{}, etc, true, &warning);
+  EXPECT_EQ(warning, "");
+  ASSERT_EQ(first.hostnqn.rfind(kUuidPrefix, 0), 0u) << first.hostnqn;
+  EXPECT_EQ(first.hostnqn.substr(strlen(kUuidPrefix)), uuid_to_string(first.hostid));
+  EXPECT_EQ(first.hostid[6] >> 4, 4);  // version 4 (random)
+  EXPECT_EQ(read_file(etc + "/hostnqn"), first.hostnqn + "\n");
+  EXPECT_EQ(read_file(etc + "/hostid"), uuid_to_string(first.hostid) + "\n");
+  EXPECT_EQ(mode_of(etc + "/hostnqn"), 0644);
+  EXPECT_EQ(mode_of(etc + "/hostid"), 0644);
+  EXPECT_EQ(mode_of(etc), 0755);
+  EXPECT_EQ(mode_of(dir.path() + "/etc"), 0755);
+  size_t entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(etc)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2u) << "no temporary file left behind";
+  const HostIdentity second = resolve_host_identity(HostIdentity{}, etc, true, nullptr);
+  EXPECT_EQ(second.hostnqn, first.hostnqn);
+  EXPECT_EQ(second.hostid, first.hostid);
+  // The library's default reads the same files.
+  const HostIdentity library = default_host_identity(etc);
+  EXPECT_EQ(library.hostnqn, first.hostnqn);
+  EXPECT_EQ(library.hostid, first.hostid);
+}
+
+TEST(ResolveHostIdentity, WithoutSaveNothingIsWrittenAndEachCallDraws) {
+  TempDir dir;
+  const HostIdentity first = resolve_host_identity(HostIdentity{}, dir.path(), false, nullptr);
+  const HostIdentity second = resolve_host_identity(HostIdentity{}, dir.path(), false, nullptr);
+  EXPECT_NE(first.hostid, second.hostid);
+  EXPECT_EQ(mode_of(dir.path() + "/hostnqn"), -1);
+  EXPECT_EQ(mode_of(dir.path() + "/hostid"), -1);
+}
+
+TEST(ResolveHostIdentity, EachPieceDerivedFromTheOtherAndOnlyThatOneSaved) {
+  TempDir nqn_only;
+  nqn_only.write("hostnqn", std::string(kFileNqn) + "\n");
+  HostIdentity identity = resolve_host_identity(HostIdentity{}, nqn_only.path(), true, nullptr);
+  EXPECT_EQ(uuid_to_string(identity.hostid), "11111111-2222-3333-4444-555555555555");
+  EXPECT_EQ(read_file(nqn_only.path() + "/hostid"), "11111111-2222-3333-4444-555555555555\n");
+
+  TempDir id_only;
+  id_only.write("hostid", std::string(kFileId) + "\n");
+  identity = resolve_host_identity(HostIdentity{}, id_only.path(), true, nullptr);
+  EXPECT_EQ(identity.hostnqn, std::string(kUuidPrefix) + kFileId);
+  EXPECT_EQ(read_file(id_only.path() + "/hostnqn"), std::string(kUuidPrefix) + kFileId + "\n");
+
+  // A given NQN without a UUID: a random host ID, saved; the given NQN is not.
+  TempDir neither;
+  identity =
+      resolve_host_identity(given("nqn.2026-01.io.example:h"), neither.path(), true, nullptr);
+  EXPECT_EQ(identity.hostnqn, "nqn.2026-01.io.example:h");
+  EXPECT_NE(identity.hostid, (std::array<uint8_t, 16>{}));
+  EXPECT_EQ(read_file(neither.path() + "/hostid"), uuid_to_string(identity.hostid) + "\n");
+  EXPECT_EQ(mode_of(neither.path() + "/hostnqn"), -1);
+}
+
+TEST(ResolveHostIdentity, AnUnusableFileIsLeftAloneWithAWarning) {
+  TempDir dir;
+  dir.write("hostnqn", std::string(kFileNqn) + "\n");
+  dir.write("hostid", "not-a-uuid\n");
+  std::string warning;
+  const HostIdentity identity = resolve_host_identity(HostIdentity{}, dir.path(), true, &warning);
+  EXPECT_EQ(uuid_to_string(identity.hostid), "11111111-2222-3333-4444-555555555555");
+  EXPECT_EQ(read_file(dir.path() + "/hostid"), "not-a-uuid\n");
+  EXPECT_EQ(warning, dir.path() +
+                         "/hostid holds no host ID: left as it is, "
+                         "11111111-2222-3333-4444-555555555555 used this time");
+}
+
+TEST(ResolveHostIdentity, AFailureToSaveIsAWarning) {
+  TempDir dir;
+  dir.write("file", "x");
+  std::string warning;
+  const HostIdentity identity =
+      resolve_host_identity(HostIdentity{}, dir.path() + "/file/nvme", true, &warning);
+  ASSERT_EQ(identity.hostnqn.rfind(kUuidPrefix, 0), 0u) << "still an identity";
+  EXPECT_EQ(warning, "cannot save the host identity: cannot create " + dir.path() +
+                         "/file/nvme: Not a directory");
 }
 
 // ---------------------------------------------------------------------------------------
