@@ -189,7 +189,8 @@ Result<KeyPolicy::Grant> KeyPolicy::grant(const verbs::MemoryRegion& mr, uint64_
   bind.flags = 0;  // unsignaled: the SEND behind it is signaled and retires it
   if (window.fence_next_bind) {
     // max: this window's unsignaled LOCAL_INV may still be landing; the fence makes the bind
-    // wait until every earlier WR has completed and taken effect.
+    // wait for it only where IBV_SEND_FENCE orders key updates (IBTA promises only prior
+    // READs; whether mlx5 orders key updates is undocumented: memreg-2017-race.md, section 6).
     bind.flags |= verbs::kWrFenced;
     window.fence_next_bind = false;
     ++stats_.fenced_binds;

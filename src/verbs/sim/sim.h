@@ -23,8 +23,17 @@
 //   error. Both QPs go to error.
 // - Sending to a peer QP in error (or gone): retry_exceeded_error at once (no transport timer).
 // - RNR: retried every rnr_timer_ns of the clock; rnr_retry_count 7 waits forever.
-// - The mlx5 lag applies to unsignaled LOCAL_INVs (the 2017 race); signaled ones take effect at
-//   once, since their completion is what the host waits for.
+// - Memory-management WRs (BIND_MW, LOCAL_INV) change the key at once for remote accesses (a
+//   bind's key may travel in the SEND behind it; an invalidated key is refused at once), but
+//   later BIND_MW checks ("is the window FREE?") see the change only after the WR's commit lag
+//   (SimOpts::mkey_commit_lag_steps, drawn per WR from the profile's distribution), signaled or
+//   not, and the WR completes (CQE or not) only then. So waiting for a signaled LOCAL_INV's CQE
+//   is what makes a rebind safe, not the signal bit. A LOCAL_INV checks the committed key.
+// - Fences, as separate rules (SendFence, SimProfile): IBTA fence (prior RDMA READs complete),
+//   local-invalidate fence (every prior WR complete), strong fence (every prior WR complete and
+//   its key change visible: the mlx5 umr_fence), mlx5 INITIATOR_SMALL (prior READs complete).
+//   A WR completes only after its key change is visible, so here the local-invalidate and the
+//   strong fence wait for the same thing; they differ in which WRs they apply to.
 // - Only a QP's own receive queue is flushed when it enters error; an SRQ keeps its receives.
 // - Destroying a QP frees the windows bound to it; destroying an MR with bound windows frees
 //   them (hardware would refuse with EBUSY) and logs a warning.
@@ -56,38 +65,75 @@
 
 namespace nvmf::verbs::sim {
 
-// How memory-management WQEs (BIND_MW, LOCAL_INV) are ordered against later WQEs.
+// How memory-management WQEs (BIND_MW, LOCAL_INV) are ordered against later WQEs, and how
+// long their key changes take to become visible (memreg-2017-race.md sections 3, 4 and 6).
+// Every profile: a BIND_MW, a LOCAL_INV and a remote SEND_WITH_INV change the key for remote
+// accesses when they execute; a BIND_MW's check that the window is FREE sees a BIND_MW's or
+// LOCAL_INV's change only after that WR's commit lag (from mkey_commit_lag_steps, per profile),
+// signaled or not, and the WR completes (CQE or not) only after that. A SEND_WITH_INV's change
+// is visible at once (IBTA o9-5.2.1: before the receive completes).
 enum class SimProfile : uint8_t {
-  // Soft-RoCE (kernel 6.1): memory operations execute in order and take effect at once;
-  // LOCAL_INV waits for all prior WRs (IBA 10.6.5.1); FENCE waits for prior RDMA READs.
+  // Soft-RoCE (kernel 6.1): memory operations execute in order and take effect at once (no
+  // lag); LOCAL_INV waits for all prior WRs (the IBTA local-invalidate fence, IBA 10.6.5.1,
+  // mandatory in rxe); FENCE is the IBTA fence: prior RDMA READs complete (IBA 10.8.3.3).
   // Unlike rxe, windows restrict the byte range (stricter, see VM.md G4).
   rxe,
-  // ConnectX before the 2017 UMR fence: an unsignaled LOCAL_INV takes effect
-  // `mkey_commit_lag_steps` WQE steps after it executes, and a BIND_MW or LOCAL_INV may start
-  // before that. A bind of a window that still looks VALID fails with mw_bind_error (6), the
-  // QP goes to error and everything outstanding is flushed. FENCE waits for all prior WRs to
-  // complete and take effect; the WQE after a BIND/LOCAL_INV waits for prior RDMA READs.
+  // ConnectX before the 2017 UMR fence: every BIND_MW and LOCAL_INV lags
+  // `mkey_commit_lag_steps` WQE steps (certain: the canonical trace always fails), and a
+  // BIND_MW or LOCAL_INV may start before an earlier one has landed. A bind of a window that
+  // still looks VALID fails with mw_bind_error (6), the QP goes to error and everything
+  // outstanding is flushed. FENCE orders key updates unless SimOpts::send_fence says
+  // otherwise: it waits for all prior WRs to complete and take effect (the strong fence); the
+  // WQE after a BIND/LOCAL_INV waits for prior RDMA READs (mlx5 next_fence = INITIATOR_SMALL).
   mlx5_2017,
-  // As mlx5_2017, but the hardware fences every BIND_MW (the umr_fence fix).
+  // As mlx5_2017, but the hardware puts the strong fence on every BIND_MW (the umr_fence fix,
+  // "Max's patch": a driver change, the host's work requests unchanged).
   mlx5_fenced,
   // The mlx5_2017 rules with the most reordering they allow, random but reproducible from
-  // the seed: a random lag in [0, mkey_commit_lag_steps] per unsignaled LOCAL_INV, random
+  // the seed: a random lag in [0, mkey_commit_lag_steps] per BIND_MW and LOCAL_INV, random
   // in-order completion delays, and a random execution budget and QP order per call.
   adversarial,
+  // The mlx5_2017 rules with a rare slow commit, as the seed saw the race (about 30 errors in
+  // 48 two-minute runs): a BIND_MW or LOCAL_INV lags mkey_commit_lag_steps with probability
+  // 1 / mkey_commit_slow_one_in and lands at once otherwise, drawn per WR from a stream per QP
+  // (seed and QP number), so a run is reproducible from the seed.
+  mlx5_2017_rare,
 };
-// "rxe", "mlx5-2017", "mlx5-fenced", "adversarial".
+// "rxe", "mlx5-2017", "mlx5-fenced", "adversarial", "mlx5-2017-rare".
 const char* sim_profile_name(SimProfile profile) noexcept;
 bool sim_profile_parse(const char* text, SimProfile* profile) noexcept;
+
+// What a WR posted with kWrFenced (IBV_SEND_FENCE) waits for before it starts. Whether mlx5's
+// IBV_SEND_FENCE (MLX5_WQE_CTRL_FENCE) orders key updates is not documented
+// (memreg-2017-race.md section 3): `max` is safe only where it does.
+enum class SendFence : uint8_t {
+  profile,      // the profile's rule: rxe `reads`; the mlx5 profiles and adversarial `key_updates`
+  reads,        // the IBTA fence: prior RDMA READs complete; a pending key change is not waited for
+  key_updates,  // the strong fence: every prior WR complete and its key change visible
+};
+// "profile", "reads", "key-updates".
+const char* send_fence_name(SendFence fence) noexcept;
+bool send_fence_parse(const char* text, SendFence* fence) noexcept;
 
 // mlx5-like capabilities (ConnectX-5 as reported by ibv_devinfo -v), used unless overridden.
 DeviceCaps sim_default_caps();
 
 struct SimOpts {
   SimProfile profile = SimProfile::rxe;
-  uint64_t seed = 1;  // drives key bytes and every random choice of the adversarial profile
-  // mlx5_2017 / mlx5_fenced: steps until an unsignaled LOCAL_INV takes effect; adversarial: the
-  // most. A step is one executed WQE on the QP, or one sim call while the QP has work pending.
+  uint64_t seed = 1;  // drives key bytes, the random choices of adversarial and mlx5_2017_rare
+  // The commit lag of a BIND_MW or LOCAL_INV, signaled or not: steps from its execution until
+  // its key change is visible to later binds and it completes. mlx5_2017 / mlx5_fenced: always
+  // this; mlx5_2017_rare: this for one WR in mkey_commit_slow_one_in, else 0; adversarial: the
+  // most (uniform in [0, this]); rxe: 0. A step is one executed WQE on the QP, or one sim call
+  // while the QP has WQEs waiting to complete.
   uint32_t mkey_commit_lag_steps = 8;
+  // mlx5_2017_rare: one BIND_MW / LOCAL_INV in this many lags (1: every one, as mlx5_2017).
+  // A late LOCAL_INV fails a bind only when the window's rebind starts within the lag, so under
+  // `unsafe` without remote invalidation at most about one read in this many fails: rare, yet
+  // seen within seconds at the sim's rates (the seed: about 30 in 48 two-minute runs).
+  uint32_t mkey_commit_slow_one_in = 1000000;
+  // What kWrFenced waits for; SendFence::profile: the profile's rule (see SendFence).
+  SendFence send_fence = SendFence::profile;
   // adversarial: the most steps a successful completion may be held back (still in order).
   uint32_t adversarial_completion_delay_steps = 4;
   // Time between RNR retries of a SEND that found no receive (the responder's RNR NAK timer;
@@ -104,6 +150,8 @@ struct SimOpts {
   DeviceCaps caps = sim_default_caps();  // caps.name is the device name ("sim0")
 };
 std::string opts_to_json(const SimOpts& opts);
+// The rule kWrFenced follows under `opts` (SendFence::profile resolved): reads or key_updates.
+SendFence sim_send_fence(const SimOpts& opts) noexcept;
 
 // Per-device counters, readable at any time (a consistent snapshot taken under the lock).
 struct SimCounters {

@@ -58,8 +58,8 @@ class Rng {
 };
 
 // An MR or type-2 MW key slot (memreg-2017-race.md section 4). `valid` is the committed
-// state that remote accesses check; `visible_valid` is what later local memory-management
-// WQEs (BIND, LOCAL_INV) see, which lags behind after an unsignaled LOCAL_INV on mlx5.
+// state that remote accesses and LOCAL_INV check; `visible_valid` is what a later BIND_MW's
+// "is it FREE?" check sees, which lags behind a BIND_MW or LOCAL_INV by its commit lag.
 struct KeySlot {
   enum class Kind : uint8_t { mr, mw };
   Kind kind = Kind::mr;                // [I]
@@ -125,9 +125,10 @@ struct SendWqe {
   bool rnr_waiting = false;       // got an RNR NAK; retrying
   uint32_t rnr_retries = 0;
   uint64_t rnr_next_ns = 0;
-  bool pending_visibility = false;  // LOCAL_INV whose effect is not yet visible
+  bool pending_visibility = false;  // BIND_MW / LOCAL_INV whose key change is not yet visible
   uint32_t mm_index = 0;            // ... on this slot
   uint64_t mm_generation = 0;
+  uint64_t visible_at_step = 0;  // ... until the QP reaches this step (its commit lag)
 };
 
 class SimDevice final : public Device {
@@ -307,7 +308,19 @@ class SimQp final : public QueuePair {
   uint8_t* inline_at(uint64_t position) noexcept {
     return sq_inline_.data() + (position & sq_mask_) * granted_.max_inline_data;
   }
+  // Fence levels (sim.h): what a WQE waits for before it starts, strongest rule that applies.
+  enum class Fence : uint8_t {
+    none,
+    prior_reads,     // IBTA fence (IBA 10.8.3.3), mlx5 INITIATOR_SMALL: prior RDMA READs complete
+    prior_complete,  // IBTA local-invalidate fence (IBA 10.6.5.1): every prior WQE complete
+    strong,          // mlx5 STRONG_ORDERING (umr_fence): ... and every key change visible
+  };
+  Fence fence_of(const SendWqe& wqe) const noexcept;
   bool may_start(const SendWqe& wqe, uint64_t position) const noexcept;
+  uint64_t commit_lag() noexcept;  // drawn per BIND_MW / LOCAL_INV from the profile's distribution
+  void hide_key_change(SendWqe& wqe, const KeySlot& slot) noexcept;  // the WQE at sq_exec_
+  void land_key_change(const SendWqe& wqe) noexcept;  // the slot's visible state := committed
+  bool land_key_changes() noexcept;                   // those whose lag has passed
   Exec execute(SendWqe& wqe, uint64_t position) noexcept;
   Exec execute_send(SendWqe& wqe, uint64_t position) noexcept;
   void execute_rdma(SendWqe& wqe, uint64_t position) noexcept;
@@ -354,6 +367,10 @@ class SimQp final : public QueuePair {
   uint8_t rnr_retry_count_ = 7;             // [L] from this side's ConnectParams
   uint32_t fault_count_ = 0;                // [L] fail_next_wrs(qp, ...)
   WcStatus fault_status_ = WcStatus::general_error;
+  // [L] Positions of executed BIND_MW / LOCAL_INVs whose key change is not visible yet, in
+  // post order (capacity: the send queue, reserved at creation).
+  std::vector<uint64_t> invisible_;
+  Rng commit_rng_{0};  // [L] mlx5_2017_rare: the slow-commit draws (seed and QP number)
 };
 
 // rdma_cm ids and channels (sim_cm.cpp).

@@ -5,9 +5,12 @@
 // - Execute: the checks and side effects (data copied, keys changed, receive consumed at the
 //   peer). Each executed WQE is one step of the QP's step clock; every sim call adds one more
 //   step while the QP has WQEs waiting to complete.
-// - Complete: in post order, once the QP's step clock reaches the WQE's complete_at_step. A
-//   LOCAL_INV's change becomes visible to later BIND/LOCAL_INV checks at its completion, which
-//   on the mlx5 profiles is `lag` steps after it executed when it was unsignaled.
+// - Key changes: a BIND_MW or LOCAL_INV commits its key change at execute (remote accesses
+//   see it at once), but a later BIND_MW's FREE check sees it only `lag` steps later, the
+//   WR's commit lag drawn from the profile's distribution (commit_lag()), signaled or not.
+// - Complete: in post order, once the QP's step clock reaches the WQE's complete_at_step,
+//   which for a BIND_MW / LOCAL_INV is never before its key change is visible.
+// - Fences (fence_of): the strongest rule that applies to the WQE holds its start back.
 // - Error: the failing WQE completes with its status after everything executed before it,
 //   everything after it (and the receive queue, unless it is an SRQ) is flushed.
 #include <cstring>
@@ -123,6 +126,9 @@ SimQp::SimQp(SimDevice& device, const SimPd& pd, SimCq& send_cq, SimCq& recv_cq,
   sq_sges_.resize(static_cast<size_t>(granted_.max_send_wr) * granted_.max_send_sge);
   sq_inline_.resize(static_cast<size_t>(granted_.max_send_wr) * granted_.max_inline_data);
   if (srq_ == nullptr) rq_.init(granted_.max_recv_wr, granted_.max_recv_sge);
+  invisible_.reserve(granted_.max_send_wr);  // at most every WQE of the send queue
+  // Its own stream per QP: the draws of one QP do not depend on how the others interleave.
+  commit_rng_ = Rng(device.fabric().opts.seed ^ (uint64_t{qp_num} * 0xD1B54A32D192ED03ull));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -286,7 +292,8 @@ void SimQp::tick() noexcept {
 
 bool SimQp::run(uint32_t budget) noexcept {
   if (state() == QpState::error) return flush_all();
-  bool changed = complete_ready(false);
+  bool changed = land_key_changes();
+  changed |= complete_ready(false);
   while (sq_exec_ != sq_db_ && budget > 0) {
     SendWqe& wqe = wqe_at(sq_exec_);
     if (!may_start(wqe, sq_exec_)) break;
@@ -299,52 +306,128 @@ bool SimQp::run(uint32_t budget) noexcept {
     --budget;
     changed = true;
     if (state() == QpState::error) return flush_all() || changed;
+    land_key_changes();
     complete_ready(false);
   }
   return changed;
 }
 
-bool SimQp::may_start(const SendWqe& wqe, uint64_t position) const noexcept {
-  bool all_prior = false;    // all prior WQEs completed (and so their effects visible)
-  bool prior_reads = false;  // all prior RDMA READs completed
-  switch (fabric_.opts.profile) {
+SimQp::Fence SimQp::fence_of(const SendWqe& wqe) const noexcept {
+  const SimProfile profile = fabric_.opts.profile;
+  Fence fence = Fence::none;
+  auto at_least = [&fence](Fence level) {
+    if (static_cast<uint8_t>(level) > static_cast<uint8_t>(fence)) fence = level;
+  };
+  if ((wqe.flags & kWrFenced) != 0) {
+    // IBV_SEND_FENCE: the IBTA fence, or (the mlx5 profiles unless told otherwise) strong.
+    at_least(sim_send_fence(fabric_.opts) == SendFence::key_updates ? Fence::strong
+                                                                    : Fence::prior_reads);
+  }
+  switch (profile) {
     case SimProfile::rxe:
-      // IBA 10.8.3.3 fence: prior READs; IBA 10.6.5.1: LOCAL_INV waits for everything.
-      prior_reads = (wqe.flags & kWrFenced) != 0;
-      all_prior = wqe.opcode == WrOpcode::local_inv;
+      // rxe 6.0+ gives every LOCAL_INV the local-invalidate fence ("make mandatory").
+      if (wqe.opcode == WrOpcode::local_inv) at_least(Fence::prior_complete);
       break;
     case SimProfile::mlx5_fenced:
-      all_prior = wqe.opcode == WrOpcode::bind_mw;  // umr_fence: STRONG on every bind
+      if (wqe.opcode == WrOpcode::bind_mw) at_least(Fence::strong);  // umr_fence on every bind
       [[fallthrough]];
     case SimProfile::mlx5_2017:
+    case SimProfile::mlx5_2017_rare:
     case SimProfile::adversarial:
-      all_prior = all_prior || (wqe.flags & kWrFenced) != 0;
       // mlx5 next_fence = INITIATOR_SMALL on the WQE after a BIND / LOCAL_INV.
-      prior_reads = started_any_ && is_memory_management(last_started_);
+      if (started_any_ && is_memory_management(last_started_)) at_least(Fence::prior_reads);
       break;
   }
-  if (all_prior && sq_head_.load(std::memory_order_relaxed) != position) return false;
-  if (prior_reads && reads_in_flight_ != 0) return false;
+  return fence;
+}
+
+bool SimQp::may_start(const SendWqe& wqe, uint64_t position) const noexcept {
+  const bool all_prior_complete = sq_head_.load(std::memory_order_relaxed) == position;
+  switch (fence_of(wqe)) {
+    case Fence::none:
+      return true;
+    case Fence::prior_reads:
+      return reads_in_flight_ == 0;
+    case Fence::prior_complete:
+      return all_prior_complete;
+    case Fence::strong:
+      // A WQE completes only once its key change is visible, so the second condition holds
+      // whenever the first does; it states the rule, not an extra wait.
+      return all_prior_complete && invisible_.empty();
+  }
   return true;
+}
+
+uint64_t SimQp::commit_lag() noexcept {
+  const SimOpts& opts = fabric_.opts;
+  const uint64_t lag = opts.mkey_commit_lag_steps;
+  switch (opts.profile) {
+    case SimProfile::rxe:
+      return 0;  // in order and at once
+    case SimProfile::mlx5_2017:
+    case SimProfile::mlx5_fenced:
+      return lag;  // certain: the canonical trace fails every time
+    case SimProfile::mlx5_2017_rare:
+      return commit_rng_.below(opts.mkey_commit_slow_one_in) == 0 ? lag : 0;
+    case SimProfile::adversarial:
+      return fabric_.rng.below(lag + 1);
+  }
+  return 0;
 }
 
 uint64_t SimQp::completion_delay(const SendWqe& wqe) noexcept {
   if (wqe.status != WcStatus::success) return 0;
-  const SimOpts& opts = fabric_.opts;
   uint64_t delay = 0;
-  if (opts.profile == SimProfile::adversarial) {
-    delay = fabric_.rng.below(uint64_t{opts.adversarial_completion_delay_steps} + 1);
+  if (fabric_.opts.profile == SimProfile::adversarial) {
+    delay = fabric_.rng.below(uint64_t{fabric_.opts.adversarial_completion_delay_steps} + 1);
   }
-  if (wqe.opcode == WrOpcode::local_inv && (wqe.flags & kWrSignaled) == 0) {
-    uint64_t lag = 0;
-    if (opts.profile == SimProfile::mlx5_2017 || opts.profile == SimProfile::mlx5_fenced) {
-      lag = opts.mkey_commit_lag_steps;
-    } else if (opts.profile == SimProfile::adversarial) {
-      lag = fabric_.rng.below(uint64_t{opts.mkey_commit_lag_steps} + 1);
-    }
+  if (wqe.pending_visibility) {
+    // Its completion is reported only once its key change is visible, signaled or not.
+    const uint64_t lag = wqe.visible_at_step - step_;
     delay = lag > delay ? lag : delay;
   }
   return delay;
+}
+
+void SimQp::hide_key_change(SendWqe& wqe, const KeySlot& slot) noexcept {
+  wqe.mm_index = slot.index;
+  wqe.mm_generation = slot.generation;
+  const uint64_t lag = commit_lag();
+  wqe.visible_at_step = step_ + lag;
+  if (lag == 0) {
+    land_key_change(wqe);  // visible before the next WQE starts
+    return;
+  }
+  wqe.pending_visibility = true;
+  invisible_.push_back(sq_exec_);  // reserved at creation: never grows past the send queue
+}
+
+void SimQp::land_key_change(const SendWqe& wqe) noexcept {
+  KeySlot* slot = device_.slot_by_generation(wqe.mm_index, wqe.mm_generation);
+  if (slot == nullptr) return;
+  // The committed state as it is now: a remote invalidation may have overtaken a pending bind.
+  slot->visible_valid = slot->valid;
+  if (!slot->valid) {
+    slot->bound_qp = nullptr;
+    slot->parent_mr = nullptr;
+  }
+}
+
+bool SimQp::land_key_changes() noexcept {
+  size_t kept = 0;
+  bool any = false;
+  for (const uint64_t position : invisible_) {
+    SendWqe& wqe = wqe_at(position);
+    if (wqe.visible_at_step <= step_) {
+      land_key_change(wqe);
+      wqe.pending_visibility = false;
+      any = true;
+    } else {
+      invisible_[kept++] = position;
+    }
+  }
+  invisible_.resize(kept);  // shrinks: no allocation
+  return any;
 }
 
 void SimQp::fail(SendWqe& wqe, WcStatus status) noexcept {
@@ -551,18 +634,15 @@ void SimQp::execute_rdma(SendWqe& wqe, uint64_t position) noexcept {
 
 void SimQp::execute_local_inv(SendWqe& wqe) noexcept {
   KeySlot* slot = device_.slot_by_key(wqe.invalidate_rkey);
-  // The check sees the visible state: on mlx5 an earlier LOCAL_INV may not have landed yet.
+  // The committed key: the window as the latest bind or invalidation on this QP left it, seen
+  // or not by a bind's FREE check yet.
   if (slot == nullptr || slot->kind != KeySlot::Kind::mw ||
-      slot->key8 != (wqe.invalidate_rkey & 0xFFu) || !slot->visible_valid ||
-      slot->bound_qp != this) {
+      slot->key8 != (wqe.invalidate_rkey & 0xFFu) || !slot->valid || slot->bound_qp != this) {
     fail(wqe, WcStatus::local_qp_op_error);  // as rxe_do_local_ops()
     return;
   }
-  slot->valid = false;  // committed at once: remote accesses fail from here on
-  wqe.pending_visibility = true;
-  wqe.mm_index = slot->index;
-  wqe.mm_generation = slot->generation;
-  // The visible state follows at completion (complete()), at once when there is no lag.
+  slot->valid = false;          // committed at once: remote accesses fail from here on
+  hide_key_change(wqe, *slot);  // later binds see it after its commit lag
 }
 
 void SimQp::execute_bind(SendWqe& wqe) noexcept {
@@ -583,13 +663,13 @@ void SimQp::execute_bind(SendWqe& wqe) noexcept {
     return;
   }
   mw->key8 = static_cast<uint8_t>(wqe.bind_rkey & 0xFFu);
-  mw->valid = true;
-  mw->visible_valid = true;
+  mw->valid = true;  // committed: the SEND behind it may carry the key (ibv_bind_mw.3)
   mw->addr = wqe.bind_addr;
   mw->length = wqe.bind_length;
   mw->access = wqe.bind_access;
   mw->bound_qp = this;
   mw->parent_mr = mr;
+  hide_key_change(wqe, *mw);  // later binds see it VALID after its commit lag
 }
 
 bool SimQp::complete_ready(bool force) noexcept {
@@ -607,14 +687,11 @@ bool SimQp::complete_ready(bool force) noexcept {
 
 void SimQp::complete(SendWqe& wqe) noexcept {
   if (wqe.pending_visibility) {
-    KeySlot* slot = device_.slot_by_generation(wqe.mm_index, wqe.mm_generation);
-    if (slot != nullptr) {
-      slot->visible_valid = slot->valid;
-      if (!slot->valid) {
-        slot->bound_qp = nullptr;
-        slot->parent_mr = nullptr;
-      }
-    }
+    // Only when forced (flush after an error): normally the lag has passed and it landed.
+    // Completions are in post order, so it is the oldest of the invisible ones.
+    land_key_change(wqe);
+    wqe.pending_visibility = false;
+    if (!invisible_.empty()) invisible_.erase(invisible_.begin());
   }
   if (wqe.opcode == WrOpcode::rdma_read && wqe.status == WcStatus::success) --reads_in_flight_;
   if (wqe.status != WcStatus::success || (wqe.flags & kWrSignaled) != 0) {

@@ -10,13 +10,22 @@ namespace nvmf::verbs::sim::test {
 namespace {
 
 TEST(SimProfile, NamesRoundTripAndUnknownIsRejected) {
-  for (SimProfile profile :
-       {SimProfile::rxe, SimProfile::mlx5_2017, SimProfile::mlx5_fenced, SimProfile::adversarial}) {
+  for (SimProfile profile : {SimProfile::rxe, SimProfile::mlx5_2017, SimProfile::mlx5_fenced,
+                             SimProfile::adversarial, SimProfile::mlx5_2017_rare}) {
     SimProfile parsed = SimProfile::rxe;
     ASSERT_TRUE(sim_profile_parse(sim_profile_name(profile), &parsed));
     EXPECT_EQ(parsed, profile);
   }
   EXPECT_STREQ(sim_profile_name(SimProfile::mlx5_2017), "mlx5-2017");
+  EXPECT_STREQ(sim_profile_name(SimProfile::mlx5_2017_rare), "mlx5-2017-rare");
+  for (SendFence fence : {SendFence::profile, SendFence::reads, SendFence::key_updates}) {
+    SendFence parsed = SendFence::profile;
+    ASSERT_TRUE(send_fence_parse(send_fence_name(fence), &parsed));
+    EXPECT_EQ(parsed, fence);
+  }
+  SendFence fence = SendFence::reads;
+  EXPECT_FALSE(send_fence_parse("strong", &fence));
+  EXPECT_EQ(fence, SendFence::reads);
   SimProfile unchanged = SimProfile::mlx5_fenced;
   EXPECT_FALSE(sim_profile_parse("mlx5", &unchanged));
   EXPECT_FALSE(sim_profile_parse(nullptr, &unchanged));
@@ -43,6 +52,13 @@ TEST(SimProvider, CreateChecksOptsAndDumpsThem) {
   const std::string json = opts_to_json(opts);
   EXPECT_NE(json.find("\"profile\": \"adversarial\""), std::string::npos);
   EXPECT_NE(json.find("\"seed\": 42"), std::string::npos);
+  EXPECT_NE(json.find("\"send_fence\": \"key-updates\""), std::string::npos);  // resolved
+  EXPECT_NE(json.find("\"mkey_commit_slow_one_in\": 1000000"), std::string::npos);
+
+  opts.mkey_commit_slow_one_in = 0;
+  auto no_rate = SimProvider::create(opts);
+  ASSERT_FALSE(no_rate);
+  EXPECT_EQ(no_rate.error().code, Errc::invalid_argument);
 }
 
 TEST(SimProvider, DefaultCapsAreMlx5LikeAndConfigurable) {

@@ -3,6 +3,9 @@
 // each hardware profile (memreg-2017-race.md section 4, canonical failing trace).
 #include <gtest/gtest.h>
 
+#include <span>
+#include <vector>
+
 #include "sim_test_util.h"
 
 namespace nvmf::verbs::sim::test {
@@ -329,11 +332,26 @@ struct TraceResult {
   bool second_write_ok = false;
 };
 
-TraceResult run_canonical_trace(SimProfile profile, uint32_t lag, bool fence_second_bind,
-                                int polls_between = 0) {
+struct TraceOpts {
+  SimProfile profile = SimProfile::mlx5_2017;
+  uint32_t lag = 8;
+  bool fence_second_bind = false;
+  int polls_between = 0;
+  uint32_t local_inv_flags = 0;  // kWrSignaled: the LOCAL_INV is signaled, but not waited for
+  SendFence send_fence = SendFence::profile;
+  uint32_t slow_one_in = SimOpts{}.mkey_commit_slow_one_in;
+  uint64_t seed = 1;
+};
+
+TraceResult run_canonical_trace(const TraceOpts& trace) {
+  const bool fence_second_bind = trace.fence_second_bind;
+  const int polls_between = trace.polls_between;
   PairOpts opts;
-  opts.sim.profile = profile;
-  opts.sim.mkey_commit_lag_steps = lag;
+  opts.sim.profile = trace.profile;
+  opts.sim.mkey_commit_lag_steps = trace.lag;
+  opts.sim.send_fence = trace.send_fence;
+  opts.sim.mkey_commit_slow_one_in = trace.slow_one_in;
+  opts.sim.seed = trace.seed;
   SimPair pair(opts);
   TraceResult result;
   if (pair.target.qp == nullptr) return result;
@@ -358,8 +376,9 @@ TraceResult run_canonical_trace(SimProfile profile, uint32_t lag, bool fence_sec
   EXPECT_EQ(rsp1.size(), 1u);
   EXPECT_EQ(pair.collect(*pair.host.send_cq, 1).size(), 1u);  // c1
 
-  // The host invalidates itself, unsignaled, and reuses the window for I/O 2 at once.
-  EXPECT_TRUE(pair.host.qp->post_send(local_inv_wr(14, k1, 0)));
+  // The host invalidates itself (unsignaled, or signaled without waiting for the completion)
+  // and reuses the window for I/O 2 at once.
+  EXPECT_TRUE(pair.host.qp->post_send(local_inv_wr(14, k1, trace.local_inv_flags)));
   if (polls_between > 0) {
     // The LOCAL_INV rings in alone; each sim call afterwards is one step.
     EXPECT_TRUE(pair.host.qp->flush());
@@ -372,7 +391,13 @@ TraceResult run_canonical_trace(SimProfile profile, uint32_t lag, bool fence_sec
                                       k2, fence_second_bind ? uint32_t{kWrFenced} : 0u)));
   EXPECT_TRUE(pair.host.qp->post_send(send_wr(16, &capsule)));
   EXPECT_TRUE(pair.host.qp->flush());
-  result.host_send = pair.collect(*pair.host.send_cq, 1);
+  const bool signaled_inv = (trace.local_inv_flags & kWrSignaled) != 0;
+  result.host_send = pair.collect(*pair.host.send_cq, signaled_inv ? 2 : 1);
+  if (signaled_inv && !result.host_send.empty() && result.host_send[0].wr_id == 14 &&
+      result.host_send[0].status == WcStatus::success) {
+    // The LOCAL_INV's own completion: it executed before the bind whatever happened next.
+    result.host_send.erase(result.host_send.begin());
+  }
   result.host_state = pair.host.qp->state();
   if (result.host_state == QpState::error) {
     auto rest = pair.drain(3);
@@ -383,6 +408,16 @@ TraceResult run_canonical_trace(SimProfile profile, uint32_t lag, bool fence_sec
                              filled(pair.host.buffer, 4096, 4096, 22);
   }
   return result;
+}
+
+TraceResult run_canonical_trace(SimProfile profile, uint32_t lag, bool fence_second_bind,
+                                int polls_between = 0) {
+  TraceOpts trace;
+  trace.profile = profile;
+  trace.lag = lag;
+  trace.fence_second_bind = fence_second_bind;
+  trace.polls_between = polls_between;
+  return run_canonical_trace(trace);
 }
 
 void expect_trace_fails(const TraceResult& result) {
@@ -444,6 +479,229 @@ TEST(SimCanonicalTrace, SignaledInvalidateWaitedForIsSafeUnderMlx5_2017) {
   const uint32_t k2 = bind_and_wait(pair, *mw, 0, 4096);
   EXPECT_NE(k1, k2);
   EXPECT_EQ(pair.host.qp->state(), QpState::ready_to_send);
+}
+
+// --- The hazard model: commit lag whatever the signal bit, fences as separate rules ------
+//
+// These encode the issue-13 rules. Under the model before them a signaled LOCAL_INV took
+// effect at once, a bind was visible at once, and FENCE always waited for key changes: each
+// test below names the assertion that failed there.
+
+// A fake memreg client that signals its LOCAL_INV but does not wait for the completion before
+// rebinding the window: the signal bit does not make the change land sooner, so the bind
+// races exactly as unsafe's does. (Before: the signaled LOCAL_INV landed at once and the
+// bind succeeded, so expect_trace_fails saw host_state ready_to_send and no mw_bind_error.)
+TEST(SimHazard, SignaledLocalInvRebindWithoutWaitingFailsUnderMlx5_2017) {
+  TraceOpts trace;
+  trace.local_inv_flags = kWrSignaled;
+  expect_trace_fails(run_canonical_trace(trace));
+  trace.polls_between = 3;  // a few polls later, still before the completion: the same
+  expect_trace_fails(run_canonical_trace(trace));
+  // Waiting for it (more polls than the lag) is what makes it safe.
+  trace.polls_between = 10;
+  expect_trace_passes(run_canonical_trace(trace));
+  // rxe lands it at once, the umr_fence waits for it: both safe without waiting.
+  trace.polls_between = 0;
+  trace.profile = SimProfile::rxe;
+  expect_trace_passes(run_canonical_trace(trace));
+  trace.profile = SimProfile::mlx5_fenced;
+  expect_trace_passes(run_canonical_trace(trace));
+}
+
+// Polls of the host send CQ until one completion arrives; -1 if none within `polls_max`.
+int polls_until_completion(SimPair& pair, WorkCompletion* wc, int polls_max = 200) {
+  for (int poll = 1; poll <= polls_max; ++poll) {
+    if (pair.host.send_cq->poll(std::span<WorkCompletion>(wc, 1)) == 1) return poll;
+  }
+  return -1;
+}
+
+// The CQE of a signaled LOCAL_INV comes only once its key change is visible, `lag` steps
+// after it executed; remote access through the key is refused from the start. (Before: the
+// CQE came on the first poll, so EXPECT_GT(polls, kLag - 5) failed.)
+TEST(SimHazard, SignaledLocalInvCompletesOnlyAfterItsCommitLag) {
+  constexpr uint32_t kLag = 40;
+  for (SimProfile profile : {SimProfile::rxe, SimProfile::mlx5_2017, SimProfile::mlx5_fenced}) {
+    SCOPED_TRACE(sim_profile_name(profile));
+    PairOpts opts;
+    opts.sim.profile = profile;
+    opts.sim.mkey_commit_lag_steps = kLag;
+    SimPair pair(opts);
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.host, 1);
+    auto mw = make_window(pair.host);
+    const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+    ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(1, key, kWrSignaled)));
+    ASSERT_TRUE(pair.host.qp->flush());
+    EXPECT_EQ(pair.host_provider().key_state(key), KeyState::free);  // committed at execute
+    WorkCompletion wc;
+    const int polls = polls_until_completion(pair, &wc);
+    ASSERT_GT(polls, 0);
+    EXPECT_EQ(wc.status, WcStatus::success);
+    EXPECT_EQ(wc.opcode, WcOpcode::local_inv);
+    if (profile == SimProfile::rxe) {
+      EXPECT_EQ(polls, 1);
+    } else {
+      EXPECT_GT(polls, static_cast<int>(kLag) - 5);  // one step per poll
+      EXPECT_LE(polls, static_cast<int>(kLag) + 1);
+    }
+  }
+}
+
+// A bind's key works for remote access at once (the SEND behind it may carry it), but the
+// bind completes, and a later bind's FREE check sees the window VALID, only after its lag.
+// (Before: the bind completed on the first poll.)
+TEST(SimHazard, BindIsUsableAtOnceButCompletesOnlyAfterItsCommitLag) {
+  constexpr uint32_t kLag = 40;
+  PairOpts opts;
+  opts.sim.profile = SimProfile::mlx5_2017;
+  opts.sim.mkey_commit_lag_steps = kLag;
+  SimPair pair(opts);
+  ASSERT_NE(pair.target.qp, nullptr);
+  pair.post_recvs(pair.host, 1);
+  auto mw = make_window(pair.host);
+  const uint32_t key = mw->next_rkey();
+  ASSERT_TRUE(pair.host.qp->post_send(
+      bind_wr(1, *mw, *pair.host.mr, pair.host.addr(0), 4096, kRemoteRw, key, kWrSignaled)));
+  ASSERT_TRUE(pair.host.qp->flush());
+  EXPECT_EQ(pair.host_provider().key_state(key), KeyState::valid);
+  // The target writes through the key before the host has seen the bind complete.
+  fill(pair.target.buffer, 0, 64, 5);
+  Sge sge = pair.target.sge(0, 64);
+  ASSERT_TRUE(pair.target.qp->post_send(
+      rdma_wr(WrOpcode::rdma_write, 900, &sge, pair.host.addr(0), key, kWrSignaled)));
+  ASSERT_TRUE(pair.target.qp->flush());
+  auto written = pair.collect(*pair.target.send_cq, 1);
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(written[0].status, WcStatus::success);
+  EXPECT_TRUE(filled(pair.host.buffer, 0, 64, 5));
+  WorkCompletion wc;
+  const int polls = polls_until_completion(pair, &wc);
+  EXPECT_EQ(wc.status, WcStatus::success);
+  EXPECT_EQ(wc.opcode, WcOpcode::bind_mw);
+  EXPECT_GT(polls, static_cast<int>(kLag) / 2);  // the target's calls were steps too
+  EXPECT_EQ(pair.host.qp->state(), QpState::ready_to_send);
+}
+
+// mlx5's IBV_SEND_FENCE as a profile parameter. Where it orders key updates (the strong
+// fence, the mlx5 profiles' default) a fenced rebind waits for the LOCAL_INV to land; where it
+// is only the IBTA fence (prior RDMA READs) the rebind races. (Before: FENCE always waited on
+// the mlx5 profiles, so the `reads` trace passed and expect_trace_fails failed.)
+TEST(SimFence, FencedRebindIsSafeOnlyWhereTheFenceOrdersKeyUpdates) {
+  TraceOpts trace;
+  trace.fence_second_bind = true;
+  expect_trace_passes(run_canonical_trace(trace));  // mlx5-2017's documented rule
+  trace.send_fence = SendFence::key_updates;
+  expect_trace_passes(run_canonical_trace(trace));
+  trace.send_fence = SendFence::reads;
+  expect_trace_fails(run_canonical_trace(trace));
+  trace.profile = SimProfile::adversarial;
+  trace.seed = 3;
+  trace.send_fence = SendFence::key_updates;
+  expect_trace_passes(run_canonical_trace(trace));
+  // The umr_fence is the driver's, whatever IBV_SEND_FENCE does.
+  trace.profile = SimProfile::mlx5_fenced;
+  trace.send_fence = SendFence::reads;
+  expect_trace_passes(run_canonical_trace(trace));
+  trace.fence_second_bind = false;
+  expect_trace_passes(run_canonical_trace(trace));
+}
+
+TEST(SimFence, ProfilesResolveTheirSendFence) {
+  SimOpts opts;
+  EXPECT_EQ(sim_send_fence(opts), SendFence::reads);  // rxe: the IBTA fence
+  for (SimProfile profile : {SimProfile::mlx5_2017, SimProfile::mlx5_fenced,
+                             SimProfile::adversarial, SimProfile::mlx5_2017_rare}) {
+    opts.profile = profile;
+    EXPECT_EQ(sim_send_fence(opts), SendFence::key_updates) << sim_profile_name(profile);
+  }
+  opts.send_fence = SendFence::reads;
+  EXPECT_EQ(sim_send_fence(opts), SendFence::reads);
+  opts.profile = SimProfile::rxe;
+  opts.send_fence = SendFence::key_updates;
+  EXPECT_EQ(sim_send_fence(opts), SendFence::key_updates);
+}
+
+// What a fenced SEND behind an unsignaled LOCAL_INV waits for: the strong fence holds it
+// until the key change is visible, the IBTA fence does not (no READ is outstanding). (Before:
+// it always waited, so the `reads` case delivered late.)
+TEST(SimFence, StrongFenceWaitsForPriorKeyChangesAndTheIbtaFenceDoesNot) {
+  constexpr uint32_t kLag = 40;
+  for (SendFence fence : {SendFence::key_updates, SendFence::reads}) {
+    SCOPED_TRACE(send_fence_name(fence));
+    PairOpts opts;
+    opts.sim.profile = SimProfile::mlx5_2017;
+    opts.sim.mkey_commit_lag_steps = kLag;
+    opts.sim.send_fence = fence;
+    SimPair pair(opts);
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.target, 1, 0, 64);
+    auto mw = make_window(pair.host);
+    const uint32_t key = bind_and_wait(pair, *mw, 0, 4096);
+    Sge sge = pair.host.sge(60000, 16);
+    ASSERT_TRUE(pair.host.qp->post_send(local_inv_wr(1, key, 0)));
+    ASSERT_TRUE(pair.host.qp->post_send(send_wr(2, &sge, kWrSignaled | kWrFenced)));
+    ASSERT_TRUE(pair.host.qp->flush());
+    int polls = 0;
+    std::vector<WorkCompletion> got;
+    while (got.empty() && polls < 200) {
+      ++polls;
+      got = pair.collect(*pair.target.recv_cq, 1, 1);
+    }
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, WcStatus::success);
+    if (fence == SendFence::key_updates) {
+      EXPECT_GT(polls, static_cast<int>(kLag) - 5);
+    } else {
+      EXPECT_EQ(polls, 1);
+    }
+  }
+}
+
+// mlx5-2017-rare: the same rules, the lag drawn per WR: slow for one in `slow_one_in`.
+TEST(SimRareRace, OneInOneIsTheCertainRace) {
+  TraceOpts trace;
+  trace.profile = SimProfile::mlx5_2017_rare;
+  trace.slow_one_in = 1;
+  expect_trace_fails(run_canonical_trace(trace));
+  trace.fence_second_bind = true;  // and the same fences hold
+  expect_trace_passes(run_canonical_trace(trace));
+}
+
+TEST(SimRareRace, TheRaceIsRareAndEachSeedReproducesItsRun) {
+  constexpr uint64_t kSeeds = 400;
+  constexpr uint32_t kOneIn = 8;
+  auto failures = [](uint32_t one_in, std::vector<bool>* failed) {
+    uint64_t count = 0;
+    for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+      TraceOpts trace;
+      trace.profile = SimProfile::mlx5_2017_rare;
+      trace.slow_one_in = one_in;
+      trace.seed = seed;
+      const TraceResult result = run_canonical_trace(trace);
+      const bool race = result.host_state == QpState::error;
+      if (race) {
+        EXPECT_FALSE(result.host_send.empty());
+        if (!result.host_send.empty()) {
+          EXPECT_EQ(result.host_send[0].status, WcStatus::mw_bind_error);
+        }
+      } else {
+        expect_trace_passes(result);
+      }
+      count += race ? 1 : 0;
+      if (failed != nullptr) failed->push_back(race);
+    }
+    return count;
+  };
+  std::vector<bool> first, second;
+  const uint64_t rare = failures(kOneIn, &first);
+  // Only the LOCAL_INV's draw matters here: about 1 in 8 of the runs race.
+  EXPECT_GT(rare, kSeeds / kOneIn / 2);
+  EXPECT_LT(rare, kSeeds / kOneIn * 2);
+  EXPECT_EQ(failures(kOneIn, &second), rare);
+  EXPECT_EQ(first, second);  // the same seeds race
+  // The default rate: no run of this size races.
+  EXPECT_EQ(failures(SimOpts{}.mkey_commit_slow_one_in, nullptr), 0u);
 }
 
 }  // namespace
