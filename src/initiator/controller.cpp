@@ -559,6 +559,7 @@ void Controller::Impl::submit_keep_alive() noexcept {
   command->owner = this;
   if (admin->submit(*command, DataDirection::none, nullptr, 0)) {
     keep_alive_outstanding = true;
+    keep_alive_sent_ns = host->now_ns();
     ++stats.keep_alives_sent;
   }
 }
@@ -709,6 +710,17 @@ int Controller::process_admin_completions() {
     return 0;
   }
   int handled = ctrl.admin->poll();
+  const uint64_t kato_ns = uint64_t{ctrl.opts.keep_alive_timeout_ms} * 1000 * 1000;
+  if (ctrl.keep_alive_outstanding && ctrl.host->now_ns() - ctrl.keep_alive_sent_ns >= kato_ns) {
+    // No answer within KATO (the kernel host's keep-alive request timeout): the target is gone
+    // or stuck; fail the admin queue so that the owner sees the controller lost and recovers.
+    NVMF_ERRLOG(host, "%s: Keep Alive unanswered for %u ms (controller %u): admin queue failed",
+                ctrl.trid.subnqn.c_str(), ctrl.opts.keep_alive_timeout_ms, ctrl.data.cntlid);
+    ctrl.keep_alive_outstanding = false;
+    ctrl.admin->fail_connection("keep-alive timeout");
+    ctrl.connected = false;
+    return handled;
+  }
   if (ctrl.opts.keep_alive_timeout_ms != 0 && !ctrl.keep_alive_outstanding &&
       ctrl.host->now_ns() >= ctrl.next_keep_alive_ns) {
     ctrl.next_keep_alive_ns =

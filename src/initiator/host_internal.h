@@ -96,6 +96,7 @@ struct Controller::Impl {
   std::shared_ptr<QpairRegistry> registry = std::make_shared<QpairRegistry>();
   uint64_t next_keep_alive_ns = 0;
   bool keep_alive_outstanding = false;
+  uint64_t keep_alive_sent_ns = 0;  // when the outstanding Keep Alive went out
   uint32_t aers_outstanding = 0;
   bool aer_log_busy = false;
   bool shutting_down = false;  // no AER or log read is submitted once shutdown() began
