@@ -7,7 +7,7 @@
 //                     "discovery_keep_alive_timeout_ms": 120000 },
 //     "transports": [ { "type": "rdma" (required), "max_queue_depth": 128,
 //                       "max_admin_queue_depth": 128, "max_qpairs_per_ctrlr": 128,
-//                       "in_capsule_data_size": 4096, "max_io_size": 131072,
+//                       "in_capsule_data_size": 4096, "max_io_size": 1048576,
 //                       "max_sgl_descriptors": 16, "send_with_invalidate": "auto" | "off" } ],
 //     "bdevs": [ { "type": "null" | "malloc" | "uring" | "nvme" (required), "name" (required),
 //                  "block_size": 512, "num_blocks": N, "uuid": "8-4-4-4-12", "queue_depth": 128,

@@ -26,8 +26,11 @@ struct TargetOpts {
   // 4096 = SPDK's default; a multiple of 16, at most 16 KiB (the limit).
   uint32_t in_capsule_data_size = 4096;
   // Largest transfer of one command. MDTS = log2(max_io_size / 4 KiB): CAP.MPSMIN is 4 KiB, so
-  // it must be a power of two times 4 KiB. 131072 = SPDK (MDTS 5).
-  uint32_t max_io_size = 131072;
+  // it must be a power of two times 4 KiB. 1 MiB (MDTS 8) = the Linux target's
+  // NVMET_RDMA_MAX_MDTS, not SPDK's 128 KiB: the Linux host caps max_hw_sectors by MDTS, so with
+  // 128 KiB its passthrough of more than 256 512-byte blocks (nvme read/write/io-passthru) fails
+  // with EINVAL before a command is sent.
+  uint32_t max_io_size = 1048576;
   // SGL data block descriptors per command (Identify MSDBD), 1..kSglDescriptorsMax; the RDMA
   // transport refuses longer lists. 16 = SPDK RDMA (multi-SGL).
   uint32_t max_sgl_descriptors = 16;

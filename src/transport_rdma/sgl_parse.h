@@ -18,7 +18,7 @@ namespace nvmf::transport_rdma {
 inline constexpr uint32_t kKeyedDescriptorsMax = 16;
 
 struct SglLimits {
-  uint32_t max_io_size = 131072;         // largest data transfer of one command (MDTS)
+  uint32_t max_io_size = 1048576;        // largest data transfer of one command (MDTS)
   uint32_t in_capsule_data_size = 4096;  // bytes after the SQE the target's buffers hold
   uint32_t max_keyed_descriptors = kKeyedDescriptorsMax;  // MSDBD
 };

@@ -40,14 +40,17 @@ struct RdmaTargetOpts {
   ConnectLimits limits;
   // Bytes of in-capsule data a command may carry after its SQE (SPDK: 4096; up to 16 KiB).
   uint32_t in_capsule_data_size = 4096;
-  // Largest data transfer of one command (MDTS): 128 KiB, SPDK's max_io_size.
-  uint32_t max_io_size = 131072;
+  // Largest data transfer of one command (MDTS): 1 MiB, as target::TargetOpts (the Linux
+  // target's MDTS 8).
+  uint32_t max_io_size = 1048576;
   // Data buffers are carved in units of this size; a command uses max_io_size / io_unit_size
-  // of them at most, which must not exceed target::kRequestIovMax (16).
-  uint32_t io_unit_size = 8192;
-  // Data buffers per poll group and device: 2048 x 8 KiB = 16 MiB, enough for 128 commands of
-  // 128 KiB in flight at once; commands beyond wait for a buffer (never fail).
-  uint32_t data_buffers_per_group = 2048;
+  // of them at most, which must not exceed target::kRequestIovMax (16): 1 MiB / 16 = 64 KiB
+  // (SPDK raises its io_unit_size the same way when max_io_size needs it).
+  uint32_t io_unit_size = 65536;
+  // Data buffers per poll group and device: 256 x 64 KiB = 16 MiB, enough for 16 commands of
+  // 1 MiB, or 256 of up to 64 KiB, in flight at once; commands beyond wait for a buffer (never
+  // fail).
+  uint32_t data_buffers_per_group = 256;
   // One shared receive queue per poll group (SPDK's default), or receives per connection.
   bool use_srq = true;
   uint32_t srq_depth = 4096;  // SPDK's max_srq_depth

@@ -161,7 +161,7 @@ TEST_F(HostConnectTest, ConnectReportsWhatIdentifySaid) {
   EXPECT_EQ(data.subnqn, kNqn512);
   EXPECT_EQ(data.vs, spec::make_version(1, 3, 0));
   EXPECT_EQ(data.cap & 0xFFFF, 127u) << "CAP.MQES: 128 entries, 0's based";
-  EXPECT_EQ(data.max_transfer_bytes, 131072u) << "MDTS 5 of 4 KiB pages";
+  EXPECT_EQ(data.max_transfer_bytes, 1048576u) << "MDTS 8 of 4 KiB pages";
   EXPECT_EQ(data.in_capsule_data_bytes, 4096u) << "IOCCSZ * 16 - 64";
   EXPECT_EQ(data.namespace_count, 32u) << "TargetOpts::max_namespaces_default";
   EXPECT_GE(data.io_queues_granted, opts.io_queue_count);

@@ -83,8 +83,9 @@ TEST_F(HostIoTest, SmallWritesTravelInTheCapsule) {
 }
 
 TEST_F(HostIoTest, LargeWritesTravelKeyed) {
-  // 4.5 KiB (just above the capsule), 64 KiB, and 128 KiB (MDTS).
-  for (uint32_t blocks : {9u, 128u, 256u}) {
+  // 4.5 KiB (just above the capsule), 64 KiB, 128 KiB, 1025 blocks (524800 bytes: the Linux
+  // host's `nvme write --block-count 1024` passthrough, above a 128 KiB MDTS) and 1 MiB (MDTS).
+  for (uint32_t blocks : {9u, 128u, 256u, 1025u, 2048u}) {
     const uint64_t in_capsule_before = qpair_->stats().in_capsule_writes;
     const uint64_t target_reads_before = target_provider_->counters().rdma_read;
     ASSERT_NO_FATAL_FAILURE(write_and_read_back(1000 + blocks, blocks, 100 + blocks));
@@ -290,7 +291,7 @@ TEST_F(HostIoTest, OutOfRangeIsRefusedAtSubmit) {
 // MDTS (data().max_transfer_bytes; the library does not split) and a command of 0 blocks.
 TEST_F(HostIoTest, TransfersAboveMdtsAndZeroBlocksAreRefused) {
   const uint32_t mdts_blocks = controller_->data().max_transfer_bytes / ns_->block_size();
-  ASSERT_EQ(mdts_blocks, 256u);
+  ASSERT_EQ(mdts_blocks, 2048u);  // 1 MiB
   DmaBuffer buffer(*host_, size_t{mdts_blocks + 1} * 512);
   ASSERT_TRUE(buffer);
   EXPECT_TRUE(refused(*qpair_, Errc::invalid_argument, [&](IoCallback cb, void* ctx) {

@@ -75,7 +75,7 @@ TEST_F(HostRecoveryTest, QpErrorReconnectsResendsAndLosesNothing) {
   // Every write landed: read all of it back.
   DmaBuffer back(*host_, io_bytes * kCommands);
   ASSERT_TRUE(back);
-  for (uint32_t half = 0; half < 2; ++half) {  // 144 KiB: above the 128 KiB MDTS in one go
+  for (uint32_t half = 0; half < 2; ++half) {  // 144 KiB in two reads of 72 KiB
     const uint32_t blocks = kBlocksPerIo * kCommands / 2;
     ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
       return ns->read(*qpair, static_cast<uint8_t*>(back.data()) + size_t{half} * blocks * kBlock,

@@ -7,7 +7,6 @@
 namespace nvmf::e2e {
 
 namespace {
-constexpr uint32_t kMemoryBytes = 1 << 20;
 constexpr uint32_t kCapsuleSlots = 16;
 constexpr uint32_t kCapsuleBytes = 64 + 16384;
 constexpr uint32_t kResponseSlots = 64;

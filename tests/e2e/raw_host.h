@@ -45,7 +45,9 @@ class RawHost {
                                uint8_t length, uint8_t responder_resources = 16);
   bool connected() const { return connected_; }
 
-  // Host memory the target reaches with RDMA: 1 MiB, registered for remote read and write.
+  // Host memory the target reaches with RDMA, registered for remote read and write: 8 MiB, room
+  // for 1 MiB (MDTS) transfers split into pieces with gaps between them.
+  static constexpr uint32_t kMemoryBytes = 8u << 20;
   uint8_t* memory() { return memory_.data(); }
   uint32_t rkey() const;
   uint64_t address(uint32_t offset) const {

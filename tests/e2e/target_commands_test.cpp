@@ -43,7 +43,7 @@ constexpr const char* kSerial = "E2E-SERIAL-0001";
 constexpr const char* kModel = "nvmf-rdma e2e model";
 constexpr uint32_t kBlockSize = 512;
 constexpr uint64_t kBlockCount = 8192;
-constexpr uint32_t kMaxIo = 131072;
+constexpr uint32_t kMaxIo = 1048576;  // TargetOpts' default max_io_size (MDTS 8)
 constexpr uint32_t kInCapsule = 4096;
 
 // Data written at the start of a test and read back at its end: LBA 0, so a target that
@@ -54,10 +54,10 @@ constexpr uint8_t kKnownSeed = 0xA5;
 // Blocks the health check writes on the queue under test.
 constexpr uint64_t kScratchLba = 7000;
 
-// Areas of the raw host's 1 MiB of registered memory ([0, 1024) holds the Connect data).
-constexpr uint32_t kDataOut = 0x10000;  // what writes send (up to 128 KiB)
-constexpr uint32_t kDataIn = 0x40000;   // where reads land (up to 128 KiB)
-constexpr uint32_t kScratch = 0x80000;  // log pages, Identify data, range lists
+// Areas of the raw host's 8 MiB of registered memory ([0, 1024) holds the Connect data).
+constexpr uint32_t kScratch = 0x80000;   // log pages, Identify data, range lists (512 KiB)
+constexpr uint32_t kDataOut = 0x100000;  // what writes send (2 MiB: kMaxIo, or 16 pieces with gaps)
+constexpr uint32_t kDataIn = 0x300000;   // where reads land (2 MiB, as kDataOut)
 
 namespace rej = spec::rdma_cm_reject;
 namespace sc = spec::sc_generic;
@@ -735,7 +735,7 @@ TEST_F(TargetCommandsTest, IdentifyControllerOverTwoKeyedDescriptors) {
   EXPECT_EQ(id.sn[sizeof(id.sn) - 1], ' ') << "SN space padded";
   EXPECT_EQ(spec::get_space_padded(id.mn), kModel);
   EXPECT_EQ(id.mn[sizeof(id.mn) - 1], ' ') << "MN space padded";
-  EXPECT_EQ(id.mdts, 5) << "128 KiB of 4 KiB pages";
+  EXPECT_EQ(id.mdts, 8) << "1 MiB of 4 KiB pages";
   EXPECT_EQ(id.ver, spec::make_version(1, 3, 0));
   EXPECT_EQ(id.cntrltype, spec::controller_type::io);
   EXPECT_EQ(id.ioccsz, (64u + kInCapsule) / 16);
@@ -1290,12 +1290,12 @@ TEST_F(TargetCommandsTest, SingleBlockKeyedAndInCapsule) {
 TEST_F(TargetCommandsTest, MaxIoSizeKeyedWriteAndSixteenDescriptorRead) {
   Association a = associate();
   seed_known_data(*a.io);
-  constexpr uint32_t kBlocks = kMaxIo / kBlockSize;  // 256
+  constexpr uint32_t kBlocks = kMaxIo / kBlockSize;  // 2048
   const auto data = pattern(2048, kBlocks, 31);
   ASSERT_TRUE(Ok(write_keyed(*a.io, 2048, data)));
   EXPECT_TRUE(Holds(*a.io, 2048, data));
 
-  // The same 128 KiB read into 16 scattered 8 KiB host areas (MSDBD descriptors).
+  // The same 1 MiB read into 16 scattered 64 KiB host areas (MSDBD descriptors).
   constexpr uint32_t kPiece = kMaxIo / 16;
   std::memset(a.io->memory() + kDataIn, 0xEE, 2 * kMaxIo);
   spec::SglDescriptor list[16];
@@ -1314,7 +1314,7 @@ TEST_F(TargetCommandsTest, MaxIoSizeKeyedWriteAndSixteenDescriptorRead) {
     EXPECT_TRUE(AllBytesAre(piece + kPiece, kPiece, 0xEE)) << "gap after piece " << i;
   }
 
-  // A 128 KiB write gathered from 16 descriptors, read back in one.
+  // A 1 MiB write gathered from 16 descriptors, read back in one.
   const auto gathered = pattern(3000, kBlocks, 32);
   for (uint32_t i = 0; i < 16; ++i) {
     std::memcpy(a.io->memory() + kDataOut + i * 2 * kPiece, gathered.data() + i * kPiece, kPiece);
@@ -1477,8 +1477,9 @@ TEST_F(TargetCommandsTest, DatasetManagementWith256RangesFillsTheCapsule) {
   // 256 ranges (NR = FFh) of 16 bytes: exactly the 4 KiB of in-capsule data. Every other
   // block of LBAs 1024..1535 is deallocated.
   auto data = pattern(1024, 512, 51);
+  constexpr uint32_t kHalf = 256 * kBlockSize;
   for (uint32_t i = 0; i < 2; ++i) {
-    std::vector<uint8_t> part(data.begin() + i * kMaxIo, data.begin() + (i + 1) * kMaxIo);
+    std::vector<uint8_t> part(data.begin() + i * kHalf, data.begin() + (i + 1) * kHalf);
     ASSERT_TRUE(Ok(write_keyed(*a.io, 1024 + i * 256, part)));
   }
   std::vector<uint8_t> list(256 * sizeof(spec::DsmRange));
@@ -1492,7 +1493,7 @@ TEST_F(TargetCommandsTest, DatasetManagementWith256RangesFillsTheCapsule) {
   dsm.sgl1 = spec::make_in_capsule_data_block(0, kInCapsule);
   ASSERT_TRUE(Ok(run(*a.io, dsm, list)));
   for (uint32_t i = 0; i < 2; ++i) {
-    const std::vector<uint8_t> part(data.begin() + i * kMaxIo, data.begin() + (i + 1) * kMaxIo);
+    const std::vector<uint8_t> part(data.begin() + i * kHalf, data.begin() + (i + 1) * kHalf);
     EXPECT_TRUE(Holds(*a.io, 1024 + i * 256, part)) << "part " << i;
   }
   expect_healthy(*a.io, "256 ranges");
@@ -1973,21 +1974,22 @@ TEST_F(TargetCommandsTest, TransferLengthMismatchAndMdts) {
   EXPECT_TRUE(StatusIs(run(io, write, list_bytes), sct::generic, sc::data_sgl_length_invalid))
       << "two descriptors, 1 KiB for one block";
 
-  // Beyond MDTS (128 KiB): 257 blocks described by a 128 KiB SGL is Invalid Field (the base
+  // Beyond MDTS (1 MiB): 2049 blocks described by a 1 MiB SGL is Invalid Field (the base
   // spec's MDTS rule); an SGL longer than max_io_size is refused by the transport first.
-  read = io_cmd(spec::nvm_opcode::read, 100, 257);
+  constexpr uint32_t kMdtsBlocks = kMaxIo / kBlockSize;  // 2048
+  read = io_cmd(spec::nvm_opcode::read, 100, kMdtsBlocks + 1);
   read.sgl1 = keyed(io, kDataIn, kMaxIo);
-  EXPECT_TRUE(StatusIs(run(io, read), sct::generic, sc::invalid_field)) << "NLB 257";
+  EXPECT_TRUE(StatusIs(run(io, read), sct::generic, sc::invalid_field)) << "NLB 2049";
   read.sgl1 = keyed(io, kDataIn, kMaxIo + kBlockSize);
   EXPECT_TRUE(StatusIs(run(io, read), sct::generic, sc::data_sgl_length_invalid))
-      << "SGL of 257 blocks";
+      << "SGL of 2049 blocks";
   write = io_cmd(spec::nvm_opcode::write, 0, 4096);
   write.sgl1 = keyed(io, kDataOut, kMaxIo);
   EXPECT_TRUE(StatusIs(run(io, write), sct::generic, sc::invalid_field)) << "NLB 4096 (2 MiB)";
   spec::SglDescriptor big[2] = {keyed(io, kDataOut, kMaxIo / 2 + kBlockSize),
                                 keyed(io, kDataOut, kMaxIo / 2)};
   std::memcpy(list_bytes.data(), big, sizeof(big));
-  write = io_cmd(spec::nvm_opcode::write, 100, 257);
+  write = io_cmd(spec::nvm_opcode::write, 100, kMdtsBlocks + 1);
   write.sgl1 = spec::make_last_segment(0, sizeof(big));
   EXPECT_TRUE(StatusIs(run(io, write, list_bytes), sct::generic, sc::data_sgl_length_invalid))
       << "two descriptors summing past max_io_size";
@@ -2133,7 +2135,8 @@ TEST_F(TargetCommandsTest, BadRemoteKeyClosesOnlyThatQueue) {
   // A read into host memory past the registered region (RDMA WRITE fails) on a new queue.
   RawHost& again = bring_up_io(b.cntlid, 1, kOtherHostNqn);
   spec::Sqe read = io_cmd(spec::nvm_opcode::read, kKnownLba, 8);
-  read.sgl1 = spec::make_keyed_data_block(again.address(0) + (1u << 20), 4096, again.rkey(), false);
+  read.sgl1 = spec::make_keyed_data_block(again.address(0) + RawHost::kMemoryBytes, 4096,
+                                          again.rkey(), false);
   read.cid = again.next_cid();
   ASSERT_TRUE(again.send_capsule(read));
   EXPECT_TRUE(again.wait_disconnected());

@@ -192,7 +192,7 @@ TEST_F(TargetRdmaTest, MalformedSglsGetTheirStatusAndTheQueueKeepsServing) {
       {"offset beyond the capsule", spec::make_in_capsule_data_block(8192, 512),
        std::vector<uint8_t>(4096), sc::sgl_offset_invalid},
       {"keyed beyond max_io_size",
-       spec::make_keyed_data_block(io.address(0), 131072 + 4096, io.rkey(), false),
+       spec::make_keyed_data_block(io.address(0), 1048576 + 4096, io.rkey(), false),
        {},
        sc::data_sgl_length_invalid},
   };

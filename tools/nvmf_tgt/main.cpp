@@ -92,11 +92,16 @@ transport_rdma::RdmaTargetOpts make_transport_opts(const target::TargetConfig& c
       static_cast<uint16_t>(config.opts.max_qpairs_per_ctrlr);
   transport_opts.in_capsule_data_size = config.opts.in_capsule_data_size;
   transport_opts.max_io_size = config.opts.max_io_size;
-  // A command may use 16 data buffers (MSDBD): larger transfers need larger units. Keep about
-  // 16 MiB of buffers per reactor, and always enough for one command of max_io_size.
+  // A command may use 16 data buffers (kRequestIovMax): larger transfers need larger units
+  // (for the default 1 MiB, 64 KiB). Keep about 16 MiB of buffers per reactor, which holds 16
+  // commands of the default max_io_size at once; above 4 MiB, room for 4 of them all the same,
+  // so that a host's largest transfers still overlap instead of waiting for each other's buffers.
+  constexpr uint32_t kMaxSizeCommands = 4;
   transport_opts.io_unit_size = std::max<uint32_t>(8192, config.opts.max_io_size / 16);
-  transport_opts.data_buffers_per_group =
-      std::max<uint32_t>((16u << 20) / transport_opts.io_unit_size, 16);
+  const uint32_t buffers_per_command =
+      (config.opts.max_io_size + transport_opts.io_unit_size - 1) / transport_opts.io_unit_size;
+  transport_opts.data_buffers_per_group = std::max<uint32_t>(
+      (16u << 20) / transport_opts.io_unit_size, kMaxSizeCommands * buffers_per_command);
   transport_opts.send_with_invalidate =
       config.transport.send_with_invalidate == target::SendWithInvalidate::off
           ? transport_rdma::SendWithInvalidate::off

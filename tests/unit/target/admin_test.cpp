@@ -29,7 +29,7 @@ TEST_F(AdminTest, IdentifyControllerReportsFabricsAttributes) {
   EXPECT_EQ(spec::get_space_padded(id.fr), "0.1.0");
   EXPECT_EQ(spec::get_nul_terminated(id.subnqn), kSubsystemNqn);
   EXPECT_EQ(id.ver, spec::make_version(1, 3, 0));
-  EXPECT_EQ(id.mdts, 5);  // 131072 / 4096 = 2^5
+  EXPECT_EQ(id.mdts, 8);  // 1048576 / 4096 = 2^8
   EXPECT_EQ(id.nn, 8u);
   EXPECT_EQ(id.oncs, spec::oncs_bit::write_zeroes | spec::oncs_bit::dataset_management);
   EXPECT_EQ(id.vwc & spec::vwc_bit::present, spec::vwc_bit::present);

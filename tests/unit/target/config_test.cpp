@@ -1,6 +1,8 @@
 // JSON configuration: a good config, each kind of error message, and build_target().
 #include "target/config.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <thread>
 
@@ -91,6 +93,23 @@ TEST(ConfigTest, EmptyConfigGivesDefaults) {
   EXPECT_FALSE(parsed->transport_configured);
   EXPECT_EQ(parsed->transport.send_with_invalidate, SendWithInvalidate::automatic);
   EXPECT_TRUE(parsed->subsystems.empty());
+}
+
+// 1 MiB, MDTS 8 (the Linux target's), when the configuration does not say: with no transport
+// entry, with one that leaves max_io_size out, and in what save_config writes back.
+TEST(ConfigTest, DefaultMaxIoSizeIsOneMebibyteMdts8) {
+  for (const char* text : {"{}", R"({"transports": [{"type": "rdma"}]})"}) {
+    std::string message;
+    auto parsed = parse_target_config(text, &message);
+    ASSERT_TRUE(parsed.has_value()) << message;
+    EXPECT_EQ(parsed->opts.max_io_size, 1048576u) << text;
+    EXPECT_EQ(parsed->opts.mdts(), 8) << text;
+    const auto saved = nlohmann::json::parse(target_config_to_json(*parsed));
+    EXPECT_EQ(saved["transports"][0]["max_io_size"], 1048576) << text;
+    auto again = parse_target_config(saved.dump(), &message);
+    ASSERT_TRUE(again.has_value()) << message;
+    EXPECT_EQ(again->opts.mdts(), 8) << text;
+  }
 }
 
 TEST(ConfigTest, NamespaceNamingAnUnknownBdev) {

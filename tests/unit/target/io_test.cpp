@@ -104,7 +104,7 @@ TEST_F(IoTest, DatasetManagementRangeOutOfRangeChangesNothing) {
 
 TEST_F(IoTest, DatasetManagementWithTheMaximumOf256Ranges) {
   const std::vector<uint8_t> source = pattern(512 * 512, 6);
-  // Two writes: 512 blocks are twice MDTS.
+  // Two writes of 128 KiB each.
   ASSERT_TRUE(write(1, 0, std::vector<uint8_t>(source.begin(), source.begin() + 256 * 512)).ok());
   ASSERT_TRUE(write(1, 256, std::vector<uint8_t>(source.begin() + 256 * 512, source.end())).ok());
   std::vector<spec::DsmRange> ranges(256);
@@ -161,11 +161,38 @@ TEST_F(IoTest, LbaRangeThatWrapsU64IsOutOfRange) {
 }
 
 TEST_F(IoTest, TransferAboveMdtsIsInvalidField) {
-  // 257 blocks of 512 bytes = 131584 > max_io_size 131072.
+  // 2049 blocks of 512 bytes = 1049088 > max_io_size 1048576 (the default, MDTS 8).
+  ASSERT_EQ(opts_.max_io_size, 1048576u);
   const Completion done =
-      run(*io_, io_sqe(spec::nvm_opcode::read, 1, 0, 257), {}, 257 * kMallocBlockSize);
+      run(*io_, io_sqe(spec::nvm_opcode::read, 1, 0, 2049), {}, 2049 * kMallocBlockSize);
   expect_status(done, spec::sct::generic, spec::sc_generic::invalid_field);
-  EXPECT_TRUE(read(1, 0, 256).ok());  // exactly MDTS
+  EXPECT_TRUE(read(1, 0, 2048).ok());  // exactly MDTS
+}
+
+// What the Linux host's passthrough sends once MDTS allows it: 1025 blocks of 512 bytes
+// (524800 bytes, `nvme write --block-count 1024`), and a whole MDTS of 1 MiB, each written and
+// read back, in one segment and scattered over 16.
+TEST_F(IoTest, TransfersOf1025BlocksAndOf1MiBAreByteExact) {
+  for (const uint32_t blocks : {1025u, 2048u}) {
+    for (const unsigned segments : {1u, 16u}) {
+      const uint64_t lba = blocks == 1025 ? 3000 : 5000;
+      const std::vector<uint8_t> data =
+          pattern(size_t{blocks} * kMallocBlockSize, static_cast<uint8_t>(blocks + segments));
+      const Completion written = write(1, lba, data, segments);
+      ASSERT_TRUE(written.ok()) << blocks << " blocks in " << segments << " segments";
+      const Completion done = read(1, lba, blocks, segments);
+      ASSERT_TRUE(done.ok()) << blocks << " blocks in " << segments << " segments";
+      EXPECT_EQ(done.data, data) << blocks << " blocks in " << segments << " segments";
+    }
+  }
+  // The blocks around the 1025 stay as they were (zero).
+  for (const uint64_t lba : {2999u, 4025u}) {
+    const Completion around = read(1, lba, 1);
+    ASSERT_TRUE(around.ok());
+    EXPECT_TRUE(
+        std::all_of(around.data.begin(), around.data.end(), [](uint8_t b) { return b == 0; }))
+        << "LBA " << lba;
+  }
 }
 
 TEST_F(IoTest, LengthMismatchIsDataSglLengthInvalid) {
@@ -196,9 +223,9 @@ TEST_F(IoTest, NullNamespaceAcceptsIo) {
   const Completion done =
       run(*io_, io_sqe(spec::nvm_opcode::write, 2, kNullBlocks - 1, 1), pattern(4096, 1));
   EXPECT_TRUE(done.ok());
-  expect_status(run(*io_, io_sqe(spec::nvm_opcode::read, 2, 0, 33), {}, 33 * 4096),
+  expect_status(run(*io_, io_sqe(spec::nvm_opcode::read, 2, 0, 257), {}, 257 * 4096),
                 spec::sct::generic,
-                spec::sc_generic::invalid_field);  // 132 KiB > MDTS
+                spec::sc_generic::invalid_field);  // 1 MiB + 4 KiB > MDTS
 }
 
 class BusyIoTest : public TargetTest {

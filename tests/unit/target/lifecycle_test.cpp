@@ -252,13 +252,13 @@ TEST(TargetHelpers, XferDirectionFromOpcodeOrFctype) {
 TEST(TargetHelpers, OptionsValidateAndDumpAsJson) {
   TargetOpts opts;
   EXPECT_TRUE(opts.validate().has_value());
-  EXPECT_EQ(opts.mdts(), 5);
+  EXPECT_EQ(opts.mdts(), 8);  // 1 MiB of 4 KiB pages, the Linux target's MDTS
   const auto json = nlohmann::json::parse(opts.to_json());
   EXPECT_EQ(json["max_queue_depth"], 128);
   EXPECT_EQ(json["max_admin_queue_depth"], 128);
   EXPECT_EQ(json["max_qpairs_per_ctrlr"], 128);
   EXPECT_EQ(json["in_capsule_data_size"], 4096);
-  EXPECT_EQ(json["max_io_size"], 131072);
+  EXPECT_EQ(json["max_io_size"], 1048576);
   EXPECT_EQ(json["discovery_keep_alive_timeout_ms"], 120000);
   TargetOpts bad = opts;
   bad.max_io_size = 3 * 4096;  // not a power of two of pages
