@@ -191,6 +191,10 @@ class RdmaPollGroup {
   void begin_teardown(RdmaQpair& qpair, const char* why) noexcept;
   void drive_teardowns() noexcept;
   void finish_teardown(RdmaQpair& qpair) noexcept;
+  // Hands `connection` to the acceptor (reactor 0) to free; with its ring full, keeps it for
+  // the next poll instead of spinning (the acceptor may be the one waiting on this reactor).
+  void release_to_acceptor(Connection& connection) noexcept;
+  bool retry_releases() noexcept;
 
   RdmaTargetTransport& transport_;
   reactor::Reactor& reactor_;
@@ -202,6 +206,7 @@ class RdmaPollGroup {
   IntrusiveList<RdmaRequest, &RdmaRequest::link> buffer_waiters_;
   IntrusiveList<RdmaQpair, &RdmaQpair::dirty_link> dirty_;
   std::vector<RdmaQpair*> draining_;
+  std::vector<Connection*> pending_releases_;  // the acceptor's ring was full
 };
 
 }  // namespace nvmf::transport_rdma

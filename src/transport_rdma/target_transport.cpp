@@ -474,7 +474,7 @@ void RdmaPollGroup::accept_connection(Connection& connection) noexcept {
                 why, error_describe(error, text, sizeof(text)));
     spec::RdmaCmReject reject = make_reject(spec::rdma_cm_reject::no_resources);
     (void)connection.id->reject(&reject, sizeof(reject));
-    (void)transport_.reactors_[0]->send(&RdmaTargetTransport::release_connection, &connection);
+    release_to_acceptor(connection);
   };
   verbs::Device* device = connection.id->device();
   if (device == nullptr) return refuse("no device", Error(Errc::not_found, "device"));
@@ -583,6 +583,7 @@ int RdmaPollGroup::poll(unsigned budget) noexcept {
   }
   flush_dirty();
   if (!draining_.empty()) drive_teardowns();
+  if (!pending_releases_.empty() && retry_releases()) ++work;
   return work;
 }
 
@@ -1014,14 +1015,30 @@ void RdmaPollGroup::finish_teardown(RdmaQpair& qpair) noexcept {
       break;
     }
   }
-  // The acceptor frees the CM id and its QP; a full ring is retried by the next teardown
-  // poll only if the message could not be queued, which the acceptor's ring size makes rare.
-  while (!transport_.reactors_[0]->send(&RdmaTargetTransport::release_connection, &connection)) {
-    if (&reactor_ == transport_.reactors_[0]) {
-      connection.released = true;
-      break;
+  release_to_acceptor(connection);
+}
+
+void RdmaPollGroup::release_to_acceptor(Connection& connection) noexcept {
+  if (&reactor_ == transport_.reactors_[0]) {
+    connection.released = true;  // this reactor is the acceptor: no message needed
+    return;
+  }
+  if (!transport_.reactors_[0]->send(&RdmaTargetTransport::release_connection, &connection)) {
+    // Teardown, not the I/O path: the vector grows only while the acceptor's ring is full.
+    pending_releases_.push_back(&connection);
+  }
+}
+
+bool RdmaPollGroup::retry_releases() noexcept {
+  size_t kept = 0;
+  for (Connection* connection : pending_releases_) {
+    if (!transport_.reactors_[0]->send(&RdmaTargetTransport::release_connection, connection)) {
+      pending_releases_[kept++] = connection;
     }
   }
+  const bool any_sent = kept < pending_releases_.size();
+  pending_releases_.resize(kept);
+  return any_sent;
 }
 
 const char* rdma_request_state_name(RdmaRequestState state) noexcept {

@@ -295,3 +295,31 @@ TEST_F(TargetRdmaTest, HostDisconnectTearsTheQueuesDown) {
 
 }  // namespace
 }  // namespace nvmf::e2e
+
+namespace nvmf::e2e {
+namespace {
+
+void ignore_message(void*) {}
+
+// A queue pair torn down on reactor 1 while the acceptor's (reactor 0's) message ring is full:
+// reactor 1 must not spin waiting for room (reactor 0 may be the one waiting on it, and here
+// nobody polls reactor 0 until the teardown has returned); the release goes out at a later
+// poll and the connection is freed. Before the fix, reactor 1's poll_once() never returned.
+TEST_F(TargetRdmaTest, TeardownWithTheAcceptorsRingFullRetriesInsteadOfSpinning) {
+  RawHost& admin = new_host();
+  const uint16_t cntlid = bring_up_admin(admin);  // reactor 0 (round-robin: the first queue)
+  RawHost& io = bring_up_io(cntlid);              // reactor 1
+  ASSERT_EQ(transport_->connection_count(), 2u);
+  std::vector<uint8_t> half(32);  // half an SQE: the target closes the queue on reactor 1
+  ASSERT_TRUE(io.send_raw_capsule(half));
+  while (harness_.reactor(0).send(&ignore_message, nullptr)) {
+  }
+  for (int i = 0; i < 2000; ++i) harness_.reactor(1).poll_once();
+  EXPECT_EQ(transport_->connection_count(), 2u) << "released with the acceptor's ring full";
+  EXPECT_TRUE(harness_.poll_until([&] { return transport_->connection_count() == 1; }, 20000))
+      << "the connection was never released once the ring had room";
+  EXPECT_TRUE(io.wait_disconnected());
+}
+
+}  // namespace
+}  // namespace nvmf::e2e
