@@ -87,6 +87,11 @@ struct DeviceContext {
   std::vector<uint8_t*> free_data_buffers;  // a stack, filled at creation
   bool send_with_invalidate = false;        // opts allow it and the device has MM extensions
   bool srq_dirty = false;
+  // The CQ is shared by the SRQ's receives and every queue pair's sends (and receives without
+  // an SRQ): each holds its worst case here, so the CQ can never overrun (a CQ overrun is a
+  // fatal async event on real HCAs). A queue pair that would not fit is refused.
+  uint32_t cq_capacity = 0;
+  uint32_t cq_reserved = 0;
 };
 
 enum class RdmaQpairState : uint8_t {
@@ -108,6 +113,7 @@ class RdmaQpair {
   RdmaQpairState state = RdmaQpairState::live;
   uint16_t depth = 0;
   uint32_t send_queue_size = 0;
+  uint32_t cq_reserved = 0;  // this queue pair's share of DeviceContext::cq_reserved
   uint32_t send_queue_used = 0;
   uint32_t recvs_posted = 0;  // without SRQ
   uint32_t requests_in_use = 0;
@@ -147,6 +153,10 @@ class RdmaPollGroup {
 
   reactor::Reactor& reactor() const noexcept { return reactor_; }
   size_t qpair_count() const noexcept { return qpairs_.size(); }
+  // Connections refused because the CQ had no room for them (any thread).
+  uint64_t cq_full_refusals() const noexcept {
+    return cq_full_refusals_.load(std::memory_order_relaxed);
+  }
 
   // Messages from the acceptor (ctx = Connection*).
   static void on_new_connection(void* ctx) noexcept;
@@ -207,6 +217,7 @@ class RdmaPollGroup {
   IntrusiveList<RdmaQpair, &RdmaQpair::dirty_link> dirty_;
   std::vector<RdmaQpair*> draining_;
   std::vector<Connection*> pending_releases_;  // the acceptor's ring was full
+  std::atomic<uint64_t> cq_full_refusals_{0};
 };
 
 }  // namespace nvmf::transport_rdma

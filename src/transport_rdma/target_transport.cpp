@@ -146,7 +146,11 @@ bool RdmaTargetTransport::listening(const std::string& address, uint16_t port) c
 
 size_t RdmaTargetTransport::connection_count() const noexcept { return connections_.size(); }
 
-RdmaTargetTransport::Stats RdmaTargetTransport::stats() const noexcept { return stats_; }
+RdmaTargetTransport::Stats RdmaTargetTransport::stats() const noexcept {
+  Stats stats = stats_;
+  for (const auto& group : groups_) stats.cq_full_refusals += group->cq_full_refusals();
+  return stats;
+}
 
 int RdmaTargetTransport::acceptor_poll(void* ctx, unsigned budget) noexcept {
   return static_cast<RdmaTargetTransport*>(ctx)->poll_cm_events(budget);
@@ -283,6 +287,8 @@ RdmaQpair::RdmaQpair(RdmaPollGroup& owner, Connection& conn, DeviceContext& dev)
 RdmaQpair::~RdmaQpair() {
   free_requests.clear();
   send_waiters.clear();
+  // Torn down (every WR retired) or never connected (make_qpair failed part way).
+  device.cq_reserved -= cq_reserved;
 }
 
 RdmaPollGroup::RdmaPollGroup(RdmaTargetTransport& transport, reactor::Reactor& reactor)
@@ -315,11 +321,13 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
   if (!pd) return Unexpected(pd.error());
   context->pd = std::move(*pd);
   verbs::CqOpts cq_opts;
-  cq_opts.depth = opts.cq_depth;
+  const uint32_t max_cqe = device.caps().max_cqe;
+  cq_opts.depth = max_cqe != 0 ? std::min(opts.cq_depth, max_cqe) : opts.cq_depth;
   cq_opts.with_event_fd = reactor_.mode() != reactor::Mode::poll;
   auto cq = context->pd->create_cq(cq_opts);
   if (!cq) return Unexpected(cq.error());
   context->cq = std::move(*cq);
+  context->cq_capacity = context->cq->depth();
 
   // Data buffers: one region, registered once, carved into io units.
   const size_t data_bytes = size_t{opts.data_buffers_per_group} * opts.io_unit_size;
@@ -346,6 +354,15 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
     if (!srq) return Unexpected(srq.error());
     context->srq = std::move(*srq);
     const uint32_t count = context->srq->max_wr();
+    if (count >= context->cq_capacity) {
+      NVMF_ERRLOG(rdma,
+                  "cq_depth %" PRIu32 " (device %s: %" PRIu32
+                  " entries) leaves no room "
+                  "beside the SRQ's %" PRIu32 " receives: raise cq_depth or lower srq_depth",
+                  opts.cq_depth, device.caps().name.c_str(), context->cq_capacity, count);
+      return Unexpected(Errc::invalid_argument, "cq_depth");
+    }
+    context->cq_reserved = count;  // every posted receive may complete at once
     auto region = buffer_memory.allocate(size_t{count} * recv_bytes, 4096);
     if (!region) return Unexpected(region.error());
     context->recv_region = std::move(*region);
@@ -409,10 +426,26 @@ Result<std::unique_ptr<RdmaQpair>> RdmaPollGroup::make_qpair(Connection& connect
   if (device_max_sge != 0 && device_max_sge < qp_opts.max_send_sge) {
     qp_opts.max_send_sge = device_max_sge;
   }
+  const uint32_t cq_needed = qp_opts.max_send_wr + (device.srq ? 0 : depth);
+  if (device.cq_reserved + cq_needed > device.cq_capacity) {
+    cq_full_refusals_.fetch_add(1, std::memory_order_relaxed);
+    NVMF_ERRLOG(rdma,
+                "completion queue full: %" PRIu32 " of %" PRIu32
+                " entries reserved, a "
+                "queue of depth %u needs %" PRIu32
+                " more (raise cq_depth, or fewer or shallower "
+                "queues)",
+                device.cq_reserved, device.cq_capacity, depth, cq_needed);
+    return Unexpected(Errc::no_memory, "completion queue full");
+  }
   auto qp = connection.id->create_qp(*device.pd, qp_opts);
   if (!qp) return Unexpected(qp.error());
   qpair->qp = *qp;
   qpair->send_queue_size = qpair->qp->granted().max_send_wr;
+  // The device may grant more than asked: reserve what it can really put on the CQ.
+  qpair->cq_reserved =
+      std::max(qp_opts.max_send_wr, qpair->send_queue_size) + (device.srq ? 0 : uint32_t{depth});
+  device.cq_reserved += qpair->cq_reserved;
 
   // Twice the queue depth of requests: the host frees a command slot when it has the
   // response and its own SEND completion, which can be before this side has reaped the

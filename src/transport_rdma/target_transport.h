@@ -54,7 +54,11 @@ struct RdmaTargetOpts {
   // One shared receive queue per poll group (SPDK's default), or receives per connection.
   bool use_srq = true;
   uint32_t srq_depth = 4096;  // SPDK's max_srq_depth
-  uint32_t cq_depth = 4096;   // SPDK's CQ size
+  // Completion queue entries per poll group and device, capped by the device's max_cqe. The
+  // SRQ's receives and each queue pair's send queue (2 x depth + 33 WRs) reserve their worst
+  // case; a connection that would not fit is refused with a CM reject (no resources) and
+  // counted (Stats::cq_full_refusals). 32768: the SRQ plus about 100 queues of depth 128.
+  uint32_t cq_depth = 32768;
   SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
   // Where data buffers and receive buffers (in-capsule data) come from; must outlive the
   // transport. nullptr: posix memory, no DPDK. nvmf_tgt passes DPDK memory when a namespace
@@ -99,6 +103,7 @@ class RdmaTargetTransport {
     uint64_t connects_accepted = 0;
     uint64_t connects_rejected = 0;
     uint64_t disconnects = 0;
+    uint64_t cq_full_refusals = 0;  // connections refused: their poll group's CQ was full
   };
   Stats stats() const noexcept;
 

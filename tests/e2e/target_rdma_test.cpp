@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bdev/malloc_bdev.h"
+#include "log_capture.h"
 #include "raw_host.h"
 #include "reactor/harness.h"
 #include "sim_target_fixture.h"
@@ -319,6 +320,62 @@ TEST_F(TargetRdmaTest, TeardownWithTheAcceptorsRingFullRetriesInsteadOfSpinning)
   EXPECT_TRUE(harness_.poll_until([&] { return transport_->connection_count() == 1; }, 20000))
       << "the connection was never released once the ring had room";
   EXPECT_TRUE(io.wait_disconnected());
+}
+
+}  // namespace
+}  // namespace nvmf::e2e
+
+namespace nvmf::e2e {
+namespace {
+
+// Each poll group's CQ holds the SRQ's receives and its queue pairs' send queues (2 x depth +
+// 17 WRs each): I/O queues of depth 64 connect until a group's CQ has no room, then one is
+// refused with a CM reject (no resources) and counted; once the queues have gone, the same
+// number connects again (what a torn-down queue reserved is returned).
+class TargetCqTest : public TargetRdmaTest {
+ protected:
+  TargetCqTest() {
+    opts_.srq_depth = 64;
+    opts_.cq_depth = 1024;  // the SRQ plus a few queues of depth 64 per poll group
+  }
+  // Connects I/O queues (QID 1, 2, ...) until one is refused; returns how many connected.
+  size_t connect_until_refused(uint16_t cntlid, RawConnectResult* refusal) {
+    for (uint16_t qid = 1; qid <= 40; ++qid) {
+      RawHost& io = new_host();
+      const RawConnectResult cm = io.connect(kAddress, kPort, qid, 64, 63);
+      if (!cm.established) {
+        *refusal = cm;
+        hosts_.pop_back();
+        return qid - 1;
+      }
+      EXPECT_TRUE(io.fabrics_connect(qid, 64, cntlid, kNqn, kHostNqn).ok());
+      io_hosts_.push_back(&io);
+    }
+    return 40;
+  }
+  std::vector<RawHost*> io_hosts_;
+};
+
+TEST_F(TargetCqTest, AQueueThatWouldOverrunTheCqIsRejectedAndCountedAndItsRoomComesBack) {
+  test::LogCapture log;
+  RawHost& admin = new_host();
+  const uint16_t cntlid = bring_up_admin(admin);
+  RawConnectResult refusal;
+  const size_t connected = connect_until_refused(cntlid, &refusal);
+  ASSERT_GT(connected, 2u);
+  ASSERT_LT(connected, 40u) << "a CQ of 1024 entries took 40 queues of depth 64";
+  EXPECT_TRUE(refusal.rejected);
+  EXPECT_EQ(refusal.reject_status, spec::rdma_cm_reject::no_resources);
+  EXPECT_EQ(transport_->stats().cq_full_refusals, 1u);
+  EXPECT_TRUE(log.contains("completion queue full")) << "no log line saying why";
+
+  for (RawHost* io : io_hosts_) io->disconnect();
+  for (RawHost* io : io_hosts_) EXPECT_TRUE(io->wait_disconnected());
+  EXPECT_TRUE(harness_.poll_until([&] { return transport_->connection_count() == 1; }, 20000));
+  io_hosts_.clear();
+  RawConnectResult again;
+  EXPECT_EQ(connect_until_refused(cntlid, &again), connected)
+      << "fewer queues fit after the first ones went: their CQ room was not returned";
 }
 
 }  // namespace

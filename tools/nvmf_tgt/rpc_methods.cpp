@@ -508,7 +508,8 @@ class Methods {
                              {"connections", connections},
                              {"connects_accepted", stats.connects_accepted},
                              {"connects_rejected", stats.connects_rejected},
-                             {"disconnects", stats.disconnects}};
+                             {"disconnects", stats.disconnects},
+                             {"cq_full_refusals", stats.cq_full_refusals}};
     }
     Json bdevs = Json::array();
     ctx_.registry.for_each([&](const bdev::Bdev& bdev) {
