@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # nvmf_perf as a user runs it, on the in-process sim target: a verified mixed run is clean and
-# its --json says so; a plain run works too; the PCIe path on the in-process NVMe controller
-# model (-r 'trtype:PCIe traddr:model') verifies with zero copies, also with I/Os the driver
-# splits; bad options exit 2 with one line that names the option; a device that cannot be
-# opened exits 1 with the driver's reason. Usage: nvmf_perf_test.sh NVMF_PERF
+# its --json says so; a plain run works too; the rare-race profile (mlx5-2017-rare) and a send
+# fence that does not order key updates fail binds and reconnect without losing data, and the
+# JSON says which sim options ran; the PCIe path on the in-process NVMe controller model
+# (-r 'trtype:PCIe traddr:model') verifies with zero copies, also with I/Os the driver splits;
+# bad options exit 2 with one line that names the option; a device that cannot be opened exits
+# 1 with the driver's reason. Usage: nvmf_perf_test.sh NVMF_PERF
 set -uo pipefail
 perf="$1"
 # shellcheck source=check.sh
@@ -116,6 +118,84 @@ check "sequential write on 2 null namespaces exits 0" $rc "status $rc: $(tail -1
 grep -q "nsid 2" "$work/plain.log"
 check "both namespaces reported" $? "$(tail -10 "$work/plain.log")"
 
+# sim_run NAME ARGS...: a --sim run with --json "$work/NAME.json" that must exit 0 with no I/O
+# errors and no verify failures (the I/Os of a failed queue pair are resent after the
+# reconnect, so even a run whose binds fail loses nothing). Returns 1 when there is no JSON.
+sim_run() {
+  local name="$1"
+  shift
+  "$perf" --sim "$@" --json "$work/$name.json" >"$work/$name.log" 2>&1
+  rc=$?
+  check "$name exits 0" $rc "status $rc: $(tail -20 "$work/$name.log")"
+  if [ ! -s "$work/$name.json" ]; then
+    check "$name json written" 1 "no $work/$name.json: $(tail -5 "$work/$name.log")"
+    return 1
+  fi
+  local key value
+  for key in errors verify_failures; do
+    value=$(json_get "$work/$name.json" ".$key")
+    [ "$value" = 0 ]
+    check "$name: $key 0" $? "$key $value"
+  done
+  value=$(json_get "$work/$name.json" .ios)
+  [ "$value" -gt 0 ] 2>/dev/null
+  check "$name: I/Os completed" $? "ios $value"
+}
+# json_is NAME EXPRESSION VALUE: a field of $work/NAME.json.
+json_is() {
+  local value
+  value=$(json_get "$work/$1.json" "$2")
+  [ "$value" = "$3" ]
+  check "$1: $2 is $3" $? "$2 $value"
+}
+# json_positive NAME EXPRESSION: a count of $work/NAME.json above 0.
+json_positive() {
+  local value
+  value=$(json_get "$work/$1.json" "$2")
+  [ "$value" -gt 0 ] 2>/dev/null
+  check "$1: $2 above 0" $? "$2 $value"
+}
+
+# The seed's race, rare (mlx5-2017-rare: one bind or LOCAL_INV in 50 lags): the 2017 host
+# (unsafe) without remote invalidation, so every read's window is invalidated by a host
+# LOCAL_INV. Binds fail with status 6 and the queue reconnects, with the seed's log lines;
+# nothing is lost.
+if sim_run rare_unsafe -w randread --sim-profile mlx5-2017-rare --sim-race-one-in 50 \
+     --sim-remote-invalidate off --memreg unsafe --verify -t 2 --reconnect-delay-ms 200; then
+  json_is rare_unsafe .config.sim_profile mlx5-2017-rare
+  json_is rare_unsafe .config.sim_race_one_in 50
+  json_is rare_unsafe .config.sim.profile mlx5-2017-rare
+  json_is rare_unsafe .config.sim.mkey_commit_slow_one_in 50
+  json_positive rare_unsafe .mw_bind_errors
+  json_positive rare_unsafe .reconnects
+fi
+grep -q "MEMREG for CID [0-9]* failed with status memory management operation error (6)" \
+  "$work/rare_unsafe.log"
+check "rare_unsafe: the seed's MEMREG error line" $? "$(grep -m3 -i memreg "$work/rare_unsafe.log")"
+grep -q "reconnecting in [0-9.]* seconds" "$work/rare_unsafe.log" &&
+  grep -q "Successfully reconnected" "$work/rare_unsafe.log"
+check "rare_unsafe: reconnecting / Successfully reconnected" $? \
+  "$(grep -m3 -i reconnect "$work/rare_unsafe.log")"
+
+# max under mlx5-2017 where IBV_SEND_FENCE is only the IBTA fence (--sim-send-fence reads):
+# the fenced rebind does not wait for the LOCAL_INV's key change, so it fails like unsafe,
+# and still loses nothing. Where the fence orders key updates (key-updates, the profile's
+# rule), the same run is clean.
+if sim_run max_fence_reads -w randread --sim-profile mlx5-2017 --sim-send-fence reads \
+     --sim-remote-invalidate off --memreg max --verify -t 2 --reconnect-delay-ms 200; then
+  json_is max_fence_reads .config.sim_profile mlx5-2017
+  json_is max_fence_reads .config.sim_send_fence reads
+  json_is max_fence_reads .config.sim.send_fence reads
+  json_positive max_fence_reads .mw_bind_errors
+  json_positive max_fence_reads .reconnects
+fi
+if sim_run max_fence_keys -w randread --sim-profile mlx5-2017 --sim-send-fence key-updates \
+     --sim-remote-invalidate off --memreg max --verify -t 1; then
+  json_is max_fence_keys .config.sim.send_fence key-updates
+  json_is max_fence_keys .mw_bind_errors 0
+  json_is max_fence_keys .reconnects 0
+fi
+
 # --help is not an error.
 "$perf" --help >"$work/help.log" 2>&1
 rc=$?
@@ -139,6 +219,11 @@ bad "null cannot verify" "discards writes" --sim -w randrw --verify --sim-bdev n
 bad "io size not whole blocks" "-o" --sim -w read -o 1000 -t 1
 bad "read percent on reads" "-M" --sim -w randread -M 70 -t 1
 bad "bad memreg" "--memreg" --sim -w read --memreg fastest -t 1
+bad "bad sim send fence" "--sim-send-fence" --sim -w read --sim-send-fence strong -t 1
+bad "race rate on another profile" "--sim-race-one-in applies to --sim-profile mlx5-2017-rare only" \
+  --sim -w read --sim-profile mlx5-2017 --sim-race-one-in 50 -t 1
+bad "race rate 0" "--sim-race-one-in" --sim -w read --sim-profile mlx5-2017-rare \
+  --sim-race-one-in 0 -t 1
 bad "bad trid" "-r" -r "trtype:TCP traddr:10.0.0.1" -w read -t 1
 bad "unwritable json" "--json" --sim -w read -t 1 --json /nonexistent-dir/out.json
 bad "bad PCI address" "DDDD:BB:DD.F" -r "trtype:PCIe traddr:01:00.0" -w read -t 1

@@ -1,35 +1,68 @@
 #!/usr/bin/env bash
-# usage: tools/bench/seed-table.sh [build-dir] | --render RAW-DIR    (~9 min at -t 5)
+# usage: tools/bench/seed-table.sh [--quick] [build-dir] | --render RAW-DIR    (~11 min at -t 5)
 #
 # Reruns the matrix of the 2017 linux-nvme post this project starts from
 # (../shared/seeds/000_2ecde18e778e76dc.txt: 4 KiB random 100/0, 70/30 and 0/100 IOPS with
-# Sagi's and Max's fixes, and a QD8 latency case) with nvmf_perf --sim, once per memory
-# registration policy (global, unsafe, sagi, max, deferred) and sim profile, and writes
-# docs/seed-reproduction.md. Every run uses malloc namespaces and --verify. build-dir
-# defaults to build-release; nvmf_perf is built there (Release) if it is missing.
+# Sagi's and Max's fixes, and a QD8 latency case) with nvmf_perf --sim and writes
+# docs/seed-reproduction.md. The seed's columns are host and driver combinations, so each is
+# a key policy on a sim profile: 4.10-RC8 = unsafe on mlx5-2017, Sagi = sagi on mlx5-2017,
+# Max = unsafe on mlx5-fenced (the driver's strong fence on every registration), Both = sagi
+# on mlx5-fenced. mlx5-2017, rxe and adversarial run every policy (global, unsafe, sagi, max,
+# deferred); mlx5-fenced runs global (the baseline), unsafe and sagi. Every run uses malloc
+# namespaces and --verify. build-dir defaults to build-release; nvmf_perf is built there
+# (Release) if it is missing.
+#
+# The document is written only from a tree without uncommitted changes (git status empty),
+# and records the commit and the machine's load; elsewhere (SEED_TABLE_OUT) anything goes.
+# --quick is a smoke of the script, not figures: one pass of -t 1 (about 2 minutes), written
+# to SEED_TABLE_OUT or ${TMPDIR:-/tmp}/seed-reproduction.quick.md, never to the document.
 #
 # Environment:
-#   SEED_TABLE_SECONDS   -t of each run (5); e.g. 1 for a quick check of the script
-#   SEED_TABLE_PROFILES  sim profiles, in run order ("mlx5-2017 rxe adversarial")
+#   SEED_TABLE_SECONDS   -t of each run (5; --quick 1)
+#   SEED_TABLE_PROFILES  sim profiles, in run order ("mlx5-2017 mlx5-fenced rxe adversarial";
+#                        mlx5-2017-rare may be added)
 #   SEED_TABLE_REPEAT    extra passes over the profiles below, run at the end with the
-#                        policies in reverse order, to average and measure the noise (1)
-#   SEED_TABLE_REPEAT_PROFILES  the profiles repeated ("mlx5-2017 rxe"; those not in
-#                        SEED_TABLE_PROFILES are skipped)
+#                        policies in reverse order, to average and measure the noise (1;
+#                        --quick 0)
+#   SEED_TABLE_REPEAT_PROFILES  the profiles repeated ("mlx5-2017 mlx5-fenced rxe"; those not
+#                        in SEED_TABLE_PROFILES are skipped)
 #   SEED_TABLE_OUT       the document (docs/seed-reproduction.md)
 #   SEED_TABLE_KEEP      keep the raw results (runs.tsv, meta.json, each run's JSON and log)
 #                        in this directory; `--render DIR` writes the document from them again
 #
 # Exit status: 0 when the acceptance conditions hold, 1 when one does not (the document is
-# written first either way), 2 on bad usage or a failed build. The conditions: no run of
-# global, sagi, max or deferred has I/O errors, MW bind errors (status 6) or verify failures;
-# unsafe under mlx5-2017 has MW bind errors and reconnects in each of its runs that read
-# (4 KiB writes travel in the command capsule and bind no window, so 0/100 cannot race); no
-# run at all has verify failures; every run finished and wrote its --json.
+# written first either way), 2 on bad usage, a dirty tree or a failed build. The conditions:
+# no run of global, sagi, max or deferred, nor of unsafe under mlx5-fenced (the seed's Max),
+# has I/O errors, MW bind errors (status 6) or verify failures; unsafe under mlx5-2017 has MW
+# bind errors and reconnects in each of its runs that read (4 KiB writes travel in the
+# command capsule and bind no window, so 0/100 cannot race); no run at all has verify
+# failures; every run finished and wrote its --json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 usage() { sed -n '2p' "$0" | sed 's/^# //' >&2; exit 2; }
-out="${SEED_TABLE_OUT:-docs/seed-reproduction.md}"
+doc=docs/seed-reproduction.md
+quick=0
+if [[ "${1:-}" == --quick ]]; then
+  quick=1
+  shift
+fi
+if ((quick)); then
+  out="${SEED_TABLE_OUT:-${TMPDIR:-/tmp}/seed-reproduction.quick.md}"
+else
+  out="${SEED_TABLE_OUT:-$doc}"
+fi
+# True when $out is the document itself, however it is spelled.
+out_is_doc() { [[ "$(realpath -m "$out")" == "$(realpath -m "$doc")" ]]; }
+# refuse_dirty PATHS: the document states the commit it was made from, so it is written from
+# that commit only.
+refuse_dirty() {
+  if [[ "$1" != 0 ]] && out_is_doc; then
+    echo "seed-table: refusing to write $doc from a tree with uncommitted changes ($1 paths in" \
+      "git status): commit first, or write elsewhere with SEED_TABLE_OUT" >&2
+    exit 2
+  fi
+}
 
 render() {  # render RAW-DIR: the document from runs.tsv and meta.json; exit 1 if a condition fails
 python3 - "$1" "$out" <<'PY'
@@ -39,6 +72,14 @@ raw, out_path = sys.argv[1:3]
 meta = json.load(open(os.path.join(raw, "meta.json")))
 POLICIES = ["global", "unsafe", "sagi", "max", "deferred"]
 SAFE = ["global", "sagi", "max", "deferred"]
+# The seed's columns: (name, policy, profile), as the seed ran them (host x driver).
+SEED_COLUMNS = [("4.10-RC8", "unsafe", "mlx5-2017"), ("Sagi", "sagi", "mlx5-2017"),
+                ("Max", "unsafe", "mlx5-fenced"), ("Both", "sagi", "mlx5-fenced")]
+
+def safe(profile, policy):
+    """The runs that must not fail a bind: the race-free policies, and the unpatched host on
+    the driver with the strong fence on every registration (the seed's Max)."""
+    return policy in SAFE or (policy == "unsafe" and profile == "mlx5-fenced")
 WORKLOADS = [("r100", "100/0"), ("r70", "70/30"), ("r0", "0/100")]
 ALL = ["r100", "r70", "r0", "qd8"]
 READS = ["r100", "r70", "qd8"]  # the runs that bind windows: 4 KiB writes go in the capsule
@@ -46,18 +87,28 @@ LAG = meta["lag"]
 PROFILE_TEXT = {
     "mlx5-2017": "`--sim-profile mlx5-2017 --sim-remote-invalidate off`: ConnectX-4 before the "
                  "2017 UMR fence. The target never answers with SEND_WITH_INVALIDATE, so the "
-                 "host invalidates every window itself (LOCAL_INV), and an unsignaled LOCAL_INV "
-                 f"takes effect only {LAG} WQE steps after it executes (`mkey_commit_lag_steps`); "
-                 "a bind has no fence unless the policy asks for one.",
+                 "host invalidates every window itself (LOCAL_INV). Every LOCAL_INV and bind, "
+                 "signaled or not, is seen by later binds, and completes, "
+                 f"{LAG} steps after it executes (`mkey_commit_lag_steps`, see \"The sim's "
+                 "rules\"); a bind has no fence unless the policy asks for one, and "
+                 "`IBV_SEND_FENCE` orders key updates (the profile's rule).",
     "rxe": "`--sim-profile rxe` (remote invalidation on, the default): soft-RoCE as in kernel "
            "6.1. The target answers every command that carries a window key with "
            "SEND_WITH_INVALIDATE, so no policy posts a LOCAL_INV; memory operations execute in "
            "order and take effect at once.",
     "adversarial": "`--sim-profile adversarial --sim-remote-invalidate off`: mlx5-2017's rules "
-                   f"with a random LOCAL_INV lag in [0, {LAG}] steps, random in-order completion "
-                   "delays and random execution interleavings (reproducible from `--seed 1`).",
+                   f"with a random lag of every LOCAL_INV and bind in [0, {LAG}] steps, random "
+                   "in-order completion delays and random execution interleavings (reproducible "
+                   "from `--seed 1`).",
     "mlx5-fenced": "`--sim-profile mlx5-fenced --sim-remote-invalidate off`: mlx5-2017 with the "
-                   "hardware fencing every bind (the umr_fence fix).",
+                   "strong fence on every bind (the driver's `umr_fence`, Max's patch): a bind "
+                   "starts only once every earlier work request has completed and its key "
+                   "change is visible. Run with the seed's hosts only: `unsafe` (the seed's "
+                   "Max), `sagi` (Both), and `global` as the baseline.",
+    "mlx5-2017-rare": "`--sim-profile mlx5-2017-rare --sim-remote-invalidate off`: mlx5-2017 "
+                      f"with the {LAG}-step lag on one LOCAL_INV or bind in "
+                      "`mkey_commit_slow_one_in` (seeded) and none on the others: the race, "
+                      "rare.",
 }
 
 def others_share(base):
@@ -102,6 +153,10 @@ for line in open(os.path.join(raw, "runs.tsv")):
     runs.setdefault((profile, policy, workload), []).append(r)
     order.append(cmd)
 profiles = list(dict.fromkeys(k[0] for k in runs))
+
+def pols(profile):
+    """The policies run under `profile`, in POLICIES order."""
+    return [p for p in POLICIES if any(k[0] == profile and k[1] == p for k in runs)]
 passes = {p: max(r["pass"] for k, rs in runs.items() if k[0] == p for r in rs) for p in profiles}
 
 def field(j, key, sub):
@@ -176,7 +231,7 @@ for (profile, policy, workload), rs in runs.items():
         j = r["json"]
         if j["verify_failures"]:
             failures.append(f"{where}: {j['verify_failures']} verify failures")
-        if policy in SAFE:
+        if safe(profile, policy):
             if j["errors"]:
                 failures.append(f"{where}: {j['errors']} I/O errors")
             if j.get("mw_bind_errors"):
@@ -192,6 +247,8 @@ for (profile, policy, workload), rs in runs.items():
                 failures.append(f"{where}: no reconnects after the failed binds")
 if "mlx5-2017" not in profiles:
     notes.append("profile mlx5-2017 was not run: the race itself was not checked")
+if "mlx5-fenced" not in profiles:
+    notes.append("profile mlx5-fenced was not run: the seed's Max and Both columns were not checked")
 
 def counters(profile, policy, workload):
     rs = runs.get((profile, policy, workload), [])
@@ -199,7 +256,7 @@ def counters(profile, policy, workload):
         return "**no result**"
     c = [total(profile, policy, workload, k)
          for k in ("errors", "mw_bind_errors", "reconnects", "verify_failures")]
-    bad = (c[3] or (policy in SAFE and (c[0] or c[1]))
+    bad = (c[3] or (safe(profile, policy) and (c[0] or c[1]))
            or (policy == "unsafe" and profile == "mlx5-2017" and workload in READS
                and not all(r["json"].get("mw_bind_errors") and r["json"]["reconnects"] for r in rs)))
     cell = " / ".join(str(x) for x in c)
@@ -213,9 +270,10 @@ w("")
 w("<!-- Generated by tools/bench/seed-table.sh; change the script, not this file. -->")
 w("")
 w("The seed (`../shared/seeds/000_2ecde18e778e76dc.txt`, linux-nvme, March 2017) measured what "
-  "two fixes for a race in nvme-rdma memory registration cost (\"Sagi's patch\": wait for a "
-  "signaled LOCAL_INV before completing the I/O; \"Max's patch\": fence the next "
-  "registration), and reported the error the race produces: `MEMREG ... failed with status "
+  "two fixes for a race in nvme-rdma memory registration cost (\"Sagi's patch\", in the host: "
+  "wait for a signaled LOCAL_INV before completing the I/O; \"Max's patch\", in the mlx5 "
+  "driver: give every registration work request the device's strong fence, the host "
+  "unchanged), and reported the error the race produces: `MEMREG ... failed with status "
   "memory management operation error (6)`, then `reconnecting in 10 seconds`. This file reruns "
   "its matrix with `nvmf_perf --sim` (an in-process target over the simulated HCA) for each "
   "key policy of `src/memreg/key_policy.h`: `global` (the registered region's rkey, no per-I/O "
@@ -238,9 +296,68 @@ w("QD8, one disk, one job, 4 KiB random read: 4.10-RC8 49,304 IOPS and 160.3 us,
   "on the target in 48 two-minute runs), not with Max's. No other source confirms these "
   "figures (design note `memreg-2017-race.md`, section 5).")
 w("")
+w("## The seed's matrix, as the seed ran it")
+w("")
+w("The seed's columns are host and driver combinations. \"Sagi\" changed the host (nvme-rdma), "
+  "\"Max\" changed the driver (mlx5: the UMR strong fence, `umr_fence`, on every REG_MR), so "
+  "each column is a key policy on a sim profile:")
+w("")
+w("| Seed column | Host | HCA / driver | Here | Status 6 in the sim | Who can touch a buffer after its I/O completes |")
+w("|---|---|---|---|---|---|")
+w("| 4.10-RC8 | unsignaled LOCAL_INV, MR reused at once | ConnectX-4, no UMR fence | `unsafe` on "
+  "`mlx5-2017` | yes (certain in the sim; rare in the seed, see `mlx5-2017-rare`) | the target, "
+  "until the LOCAL_INV lands |")
+w("| Sagi | signaled LOCAL_INV, the I/O completes at its completion | no UMR fence | `sagi` on "
+  "`mlx5-2017` | no | no one: the key is dead before the I/O completes |")
+w("| Max | as 4.10-RC8 | strong fence on every registration | `unsafe` on `mlx5-fenced` | no | "
+  "the target, until the LOCAL_INV lands |")
+w("| Both | as Sagi | strong fence on every registration | `sagi` on `mlx5-fenced` | no | no one |")
+w("")
+w("The seed also saw status 6 with Sagi's patch at 50 Gb/s (about 30 errors on the initiator "
+  "and 2 on the target in 48 runs, not with Max's); the sim has no counterpart for that. The "
+  "userspace policies of this stack have no seed column: they are not what the seed ran.")
+w("")
+w("| Policy | What it does | Status 6 in the sim | Who can touch a buffer after its I/O completes |")
+w("|---|---|---|---|")
+w("| `max` | unsignaled LOCAL_INV; the window's next bind carries `IBV_SEND_FENCE`, the only "
+  "fence userspace verbs can ask for | no on `mlx5-2017` as documented (its fence orders key "
+  "updates); yes where `IBV_SEND_FENCE` is only the IBTA fence (`SimOpts::send_fence = reads`); "
+  "whether mlx5 orders key updates for it is not documented (design note, sections 3 and 6) | "
+  "the target, until the LOCAL_INV lands |")
+w("| `deferred` | signaled LOCAL_INV; the I/O completes at the response, the window returns to "
+  "the pool (2 x depth) only at the LOCAL_INV's completion | no, on every profile | the target, "
+  "until the LOCAL_INV lands |")
+w("| `global` | the registered region's own rkey, no per-I/O key | no (nothing to rebind) | the "
+  "target, anywhere in the registered region, for as long as it is registered |")
+w("")
+w("When the target invalidates the key itself (SEND_WITH_INVALIDATE), the key is dead before "
+  "the response's receive completes, under every window policy.")
+w("")
+w("### The sim's rules (issue 13)")
+w("")
+w("- A BIND_MW or LOCAL_INV changes the key for remote access when it executes. A later bind's "
+  "check that the window is FREE sees the change only after the work request's commit lag, "
+  "whether it was signaled or not, and the work request completes (CQE or not) only after "
+  "that. So `sagi` is safe because it waits for the LOCAL_INV's completion before reusing the "
+  "window, not because of the signal bit: a host that signals the LOCAL_INV and rebinds at "
+  "once fails like `unsafe` (test `SimHazard.SignaledLocalInvRebindWithoutWaitingFailsUnderMlx5_2017`).")
+w(f"- The lag per profile: `rxe` none; `mlx5-2017` and `mlx5-fenced` always "
+  f"`mkey_commit_lag_steps` = {LAG} steps (the race is certain, as in the canonical trace); "
+  f"`mlx5-2017-rare` {LAG} steps for one work request in `mkey_commit_slow_one_in` (seeded), "
+  f"none for the others (the race is rare, as in the seed); `adversarial` uniform in [0, {LAG}] "
+  "(seeded).")
+w("- Fences, as separate rules: the IBTA fence (prior RDMA READs complete; `IBV_SEND_FENCE` on "
+  "`rxe`); the local-invalidate fence (every prior work request complete; every LOCAL_INV on "
+  "`rxe`); the strong fence (every prior work request complete and its key change visible: the "
+  "driver's UMR fence, on every bind under `mlx5-fenced`); mlx5's `IBV_SEND_FENCE` is a profile "
+  "parameter (`SimOpts::send_fence`): on the mlx5 profiles it orders key updates (the strong "
+  "fence) unless set to `reads` (the IBTA fence).")
+w("")
 w("## How this was produced")
 w("")
-w(f"- `tools/bench/seed-table.sh {meta['build']}` on {meta['date']}: "
+if meta.get("quick"):
+    w("- **A `--quick` smoke of the script (one pass of `-t 1`): not figures to cite.**")
+w(f"- `tools/bench/seed-table.sh {'--quick ' if meta.get('quick') else ''}{meta['build']}` on {meta['date']}: "
   f"{sum(len(rs) for rs in runs.values())} runs of `-t {meta['seconds']}`, "
   f"{meta['wall_s']} s wall time.")
 w(f"- Machine: {meta['nproc']} cores (`nproc`), {meta['cpu']}, Linux {meta['kernel']}. The "
@@ -260,8 +377,13 @@ w("- Every run: 4 KiB I/Os (`-o 4096`), `--sim-bdev malloc` (RAM namespaces, 64 
   "checked, so \"no data lost or corrupted\" is checked in every cell), "
   "`--reconnect-delay-ms 1000` (the kernel's 10 s would outlast a run), `--seed 1`, `--json`.")
 extra = [p for p in profiles if passes[p] > 1]
+partial = [p for p in profiles if pols(p) != POLICIES]
 w(f"- Profiles, in run order: {', '.join('`' + p + '`' for p in profiles)}. Within a profile the "
-  "runs go workload by workload, the five policies in turn."
+  "runs go workload by workload, the profile's policies in turn"
+  + (" (all five; " + "; ".join(f"`{p}` only " + ", ".join(f"`{x}`" for x in pols(p))
+                                for p in partial)
+     + (": the seed's Max and Both, and the baseline" if partial == ["mlx5-fenced"] else "")
+     + ")." if partial else ": all five.")
   + (f" Then {' and '.join('`' + p + '`' for p in extra)} ran again "
      f"({max(passes[p] for p in extra)} passes in all), the policies in reverse order. Each "
      "of their cells shows the pass with the most IOPS (IOPS and latencies of that one run): "
@@ -293,7 +415,29 @@ w("IOPS of the whole run (all namespaces). Counters, summed over the passes: **I
   "reconnect, so a failed bind counts as a bind error and a reconnect, not as an I/O error. "
   "A reconnect without a bind error is a queue pair that failed for another reason (see "
   "the notes under Acceptance).")
+# The seed's four columns, each the policy and profile it maps to (best pass, as below).
+seed_cols = [(name, p, prof) for name, p, prof in SEED_COLUMNS if (prof, p, "r100") in runs]
+if seed_cols:
+    w("")
+    w("### The seed's columns")
+    w("")
+    w("Each column as the seed ran it (see the mapping above), beside the seed's own figures. "
+      "IOPS of the whole run; the counters as below.")
+    w("")
+    w("| Read/Write | " + " | ".join(f"{name} (`{p}` on `{prof}`)" for name, p, prof in seed_cols) + " |")
+    w("|---|" + "---:|" * len(seed_cols))
+    SEED_IOPS = {"100/0": [667158, 611737, 619586, 607080], "70/30": [941352, 890962, 884222, 876926],
+                 "0/100": [667379, 666000, 666093, 666144]}
+    index = {name: i for i, (name, _, _) in enumerate(SEED_COLUMNS)}
+    for key, name in WORKLOADS:
+        w(f"| {name} | " + " | ".join(n(val(prof, p, key, "iops")) for _, p, prof in seed_cols) + " |")
+        w(f"| *{name}, the seed* | " + " | ".join(f"*{SEED_IOPS[name][index[c]]:,}*" for c, _, _ in seed_cols) + " |")
+    w("| QD8 read IOPS | " + " | ".join(n(val(prof, p, "qd8", "iops")) for _, p, prof in seed_cols) + " |")
+    w("| QD8 read avg us | " + " | ".join(us(val(prof, p, "qd8", "lat_us", "avg")) for _, p, prof in seed_cols) + " |")
+    for key, name in WORKLOADS + [("qd8", "QD8 read")]:
+        w(f"| {name} errors | " + " | ".join(counters(prof, p, key) for _, p, prof in seed_cols) + " |")
 for profile in profiles:
+    P = pols(profile)
     w("")
     w(f"### Profile `{profile}`" + (f" (best of {passes[profile]} passes)" if passes[profile] > 1 else ""))
     w("")
@@ -301,23 +445,23 @@ for profile in profiles:
     w("")
     w("4 KiB random, 8 namespaces x QD32 on one host core, IOPS:")
     w("")
-    w("| Read/Write | " + " | ".join(POLICIES) + " |")
-    w("|---|" + "---:|" * len(POLICIES))
+    w("| Read/Write | " + " | ".join(P) + " |")
+    w("|---|" + "---:|" * len(P))
     for key, name in WORKLOADS:
-        w(f"| {name} | " + " | ".join(n(val(profile, p, key, "iops")) for p in POLICIES) + " |")
+        w(f"| {name} | " + " | ".join(n(val(profile, p, key, "iops")) for p in P) + " |")
     w("")
     w("Errors (I/O errors / MW bind errors / reconnects / verify failures):")
     w("")
-    w("| Workload | " + " | ".join(POLICIES) + " |")
-    w("|---|" + "---:|" * len(POLICIES))
+    w("| Workload | " + " | ".join(P) + " |")
+    w("|---|" + "---:|" * len(P))
     for key, name in WORKLOADS + [("qd8", "QD8 read")]:
-        w(f"| {name} | " + " | ".join(counters(profile, p, key) for p in POLICIES) + " |")
+        w(f"| {name} | " + " | ".join(counters(profile, p, key) for p in P) + " |")
     w("")
     w("QD8 latency (1 namespace, 1 job, `-q 8`, 4 KiB random read):")
     w("")
     w("| Policy | IOPS | avg us | p50 us | p99 us |")
     w("|---|---:|---:|---:|---:|")
-    for p in POLICIES:
+    for p in P:
         w(f"| {p} | {n(val(profile, p, 'qd8', 'iops'))} | {us(val(profile, p, 'qd8', 'lat_us', 'avg'))} | "
           f"{us(val(profile, p, 'qd8', 'lat_us', 'p50'))} | {us(val(profile, p, 'qd8', 'lat_us', 'p99'))} |")
 
@@ -325,13 +469,16 @@ w("")
 w("## Cost of each policy against `global`")
 w("")
 w("Policy / `global` of the same profile: below 1 is fewer IOPS, above 1 is more latency. "
-  "The seed's rows (italics) are against the unpatched 4.10-RC8 kernel, which is `unsafe`, "
-  "not `global` (see below). A policy whose binds failed has no meaningful ratio, nor has a "
-  "cell where a queue pair failed for another reason (\"n/a (QP errors)\").")
+  "The seed's rows (italics) are against the unpatched 4.10-RC8 kernel, which is `unsafe` on "
+  "`mlx5-2017`, not `global` (see below). Each seed row stands under the profile that "
+  "reproduces its column: Sagi under `mlx5-2017` (beside `sagi`), Max and Both under "
+  "`mlx5-fenced` (beside `unsafe` and `sagi`); `max` and `deferred` have no seed row. A "
+  "policy whose binds failed has no meaningful ratio, nor has a cell where a queue pair "
+  "failed for another reason (\"n/a (QP errors)\").")
 SEED = {
     "Sagi": [611737 / 667158, 890962 / 941352, 666000 / 667379, 40490 / 49304, 192.9 / 160.3],
     "Max": [619586 / 667158, 884222 / 941352, 666093 / 667379, None, 1.02],
-    "both": [607080 / 667158, 876926 / 941352, 666144 / 667379, None, None],
+    "Both": [607080 / 667158, 876926 / 941352, 666144 / 667379, None, None],
 }
 for profile in profiles:
     w("")
@@ -339,7 +486,7 @@ for profile in profiles:
     w("")
     w("| Policy | 100/0 IOPS | 70/30 IOPS | 0/100 IOPS | QD8 IOPS | QD8 avg latency | QD8 p50 latency |")
     w("|---|---:|---:|---:|---:|---:|---:|")
-    for p in POLICIES[1:]:
+    for p in pols(profile)[1:]:
         if failed_binds(profile, p):
             w(f"| {p} | fails (status 6) | | | | | |")
             continue
@@ -347,15 +494,20 @@ for profile in profiles:
         cells += [rcell(profile, p, "qd8", "iops"), rcell(profile, p, "qd8", "lat_us", "avg"),
                   rcell(profile, p, "qd8", "lat_us", "p50")]
         w(f"| {p} | " + " | ".join(cells) + " |")
-    for name, cells in SEED.items():
-        w(f"| *seed: {name}* | " + " | ".join("" if c is None else f"*{c:.3f} ({pct(c)})*" for c in cells) + " | |")
+    for name, p, prof in SEED_COLUMNS:
+        if prof == profile and name in SEED:
+            cells = SEED[name]
+            w(f"| *seed: {name}* | " + " | ".join("" if c is None else f"*{c:.3f} ({pct(c)})*" for c in cells) + " | |")
     if not failed_binds(profile, "unsafe") and val(profile, "unsafe", "r100", "iops"):
         w("")
-        w(f"`unsafe` ran clean under `{profile}`, so the seed's own baseline exists here: against "
-          "`unsafe`, " + "; ".join(
+        w(f"`unsafe` ran clean under `{profile}`"
+          + (" (the seed's Max)" if profile == "mlx5-fenced" else "")
+          + ", so an unpatched-host baseline exists here: against `unsafe`, " + "; ".join(
               f"`{p}` {pct(ratio(val(profile, p, 'r100', 'iops'), val(profile, 'unsafe', 'r100', 'iops')))} "
               f"100/0 IOPS and {pct(ratio(val(profile, p, 'qd8', 'lat_us', 'avg'), val(profile, 'unsafe', 'qd8', 'lat_us', 'avg')))} "
-              "QD8 latency" for p in ["global", "sagi", "max", "deferred"]) + ".")
+              "QD8 latency" for p in pols(profile) if p != "unsafe") + "."
+          + (" The seed: Both against Max "
+             f"{pct(SEED['Both'][0] / SEED['Max'][0])} 100/0 IOPS." if profile == "mlx5-fenced" else ""))
 
 # ---- noise
 repeated = [p for p in profiles if passes[p] > 1]
@@ -421,8 +573,8 @@ if m in profiles:
       "for `global`. It is the 2017 host. The response arrives without remote invalidation, so "
       "the host posts an unsignaled LOCAL_INV and puts the window back on the free list at "
       "once. The free list is LIFO, so the next I/O binds the same window right behind that "
-      f"LOCAL_INV. In the sim the LOCAL_INV takes effect only `mkey_commit_lag_steps` = {LAG} "
-      "WQE steps after it executes, and nothing fences the bind. The bind's check that the "
+      f"LOCAL_INV. In the sim a later bind sees the LOCAL_INV's key change only "
+      f"`mkey_commit_lag_steps` = {LAG} WQE steps after it executes, and nothing fences the bind. The bind's check that the "
       "window is FREE therefore still sees it VALID: status 6, \"memory management operation "
       "error\". The QP goes to error, everything outstanding is flushed, and the queue "
       "reconnects after `--reconnect-delay-ms`, as in the seed's log. The reuse is immediate, "
@@ -444,7 +596,27 @@ if "rxe" in profiles:
       + ", ".join(f"`{p}` {vs_global('rxe', p, 'qd8', 'lat_us', 'avg')}" for p in POLICIES[1:])
       + "). As the four do the same work here, the spread among them is noise too.")
     w("")
-max_r100 = ratio(val(m, "max", "r100", "iops"), val(m, "global", "r100", "iops")) if m in profiles else None
+f = "mlx5-fenced"
+if f in profiles:
+    fb = {p: sum(total(f, p, k, "mw_bind_errors") or 0 for k in ALL) for p in ["unsafe", "sagi"]}
+    w(f"**The seed's Max and Both** (`unsafe` and `sagi` under `mlx5-fenced`): "
+      + ("no MW bind error in any run. " if not any(fb.values()) else
+         f"**{fb['unsafe']} and {fb['sagi']} MW bind errors**. ")
+      + "Max's patch changed the driver, not the host: the device puts its strong fence on "
+      "every registration, so a bind starts only when every earlier work request on the send "
+      f"queue has completed and its key change is visible, the {LAG}-step lag of the LOCAL_INV "
+      "before it included. The unpatched host's immediate reuse of the window is then safe; "
+      "Sagi's wait on top of it (Both) adds no protection against status 6, only the "
+      "isolation (the key is dead before the I/O completes). Against `global` under "
+      f"`mlx5-fenced`: Max 100/0 IOPS {vs_global(f, 'unsafe', 'r100')}, 70/30 "
+      f"{vs_global(f, 'unsafe', 'r70')}, QD8 latency {vs_global(f, 'unsafe', 'qd8', 'lat_us', 'avg')}; "
+      f"Both {vs_global(f, 'sagi', 'r100')}, {vs_global(f, 'sagi', 'r70')}, "
+      f"{vs_global(f, 'sagi', 'qd8', 'lat_us', 'avg')} (the seed, against 4.10-RC8: Max -7.1%, "
+      "-6.1%, about +2% latency; Both -9.0%, -6.8%). Every bind waits, not only the one that "
+      "reuses a window, and in the sim that wait is a drain counted in sim steps; on the "
+      "hardware it was an ordering bit the HCA honours in its pipeline (design note section "
+      "1a).")
+    w("")
 if m in profiles:
     w(f"**`sagi`** under `mlx5-2017` (against `global`: 100/0 IOPS {vs_global(m, 'sagi', 'r100')}, "
       f"70/30 {vs_global(m, 'sagi', 'r70')}, QD8 latency {vs_global(m, 'sagi', 'qd8', 'lat_us', 'avg')}; "
@@ -459,24 +631,28 @@ if m in profiles:
       "to handle before the block layer hears of the I/O. This host polls its completion "
       "queue, and the sim executes the LOCAL_INV in software, so the extra completion costs "
       "polling work on the host core, not a device round trip and an interrupt. The seed's "
-      "+30 us at QD8 was probably that round trip (our inference).")
+      "+30 us at QD8 was probably that round trip (our inference). The LOCAL_INV completes "
+      f"only after its {LAG}-step commit lag, so the I/O's completion waits through it too.")
     w("")
     w(f"**`max`** (100/0 IOPS {vs_global(m, 'max', 'r100')}, 70/30 {vs_global(m, 'max', 'r70')}, "
-      f"QD8 latency {vs_global(m, 'max', 'qd8', 'lat_us', 'avg')}; the seed: -7.1%, -6.1%, "
-      "about +2%) keeps the LOCAL_INV unsignaled and completes the I/O at the response, but "
+      f"QD8 latency {vs_global(m, 'max', 'qd8', 'lat_us', 'avg')}) keeps the LOCAL_INV unsignaled and completes the I/O at the response, but "
       "fences the window's next bind: the bind may not start until every earlier work request "
       f"on the send queue has completed and taken effect, the {LAG}-step lag included. The "
       "free list is LIFO (`key_policy.h`: \"the one freed last first\"), so the next read "
       "nearly always gets the window whose LOCAL_INV was just posted, and nearly every bind "
       "is fenced: the send queue drains before each read's bind, and the host core waits "
-      f"through the {LAG} lag steps. "
-      + (f"That costs {'far more' if max_r100 < 0.85 else 'more' if max_r100 < 0.9 else 'about as much'} "
-         "here than the seed's Max patch did (-7.1%). " if max_r100 is not None else "")
-      + "There the fence was an ordering bit the HCA honours in its pipeline (the UMR STRONG "
-      "fence, design note section 1a); here it is a full drain counted in sim steps. A pool "
-      "that reused the least recently invalidated window, whose LOCAL_INV has long landed, "
-      "should rarely wait (not measured). The target can still reach the buffer between the I/O's completion "
-      "and the moment the LOCAL_INV lands.")
+      f"through the {LAG} lag steps. `max` is not the seed's Max: that was the driver's strong "
+      "fence on every registration (`unsafe` on `mlx5-fenced`, above), while `max` asks for "
+      "`IBV_SEND_FENCE` on the bind that reuses a window, the only fence userspace verbs can "
+      "ask for; the seed's figures above are no measure of it. A pool that reused the least "
+      "recently invalidated window, whose LOCAL_INV has long landed, should rarely wait (not "
+      "measured). The target can still reach the buffer between the I/O's completion and the "
+      "moment the LOCAL_INV lands. The sim's `mlx5-2017` assumes that `IBV_SEND_FENCE` orders "
+      "key updates; where it is only the IBTA fence (`SimOpts::send_fence = reads`, "
+      "`nvmf_perf --sim-send-fence reads`), `max` fails with status 6 like `unsafe` (tests "
+      "`KeyPolicySim.MaxIsSafeUnderMlx5_2017OnlyWhereTheFenceOrdersKeyUpdates`, "
+      "`Policies/HostMemregTest.DataSurvivesEveryPolicyAndProfile/mlx5_2017_local_fence_reads_max`). "
+      "Whether real mlx5 hardware orders key updates for it is not documented.")
     w("")
     w(f"**`deferred`** (100/0 IOPS {vs_global(m, 'deferred', 'r100')}, 70/30 "
       f"{vs_global(m, 'deferred', 'r70')}, QD8 latency {vs_global(m, 'deferred', 'qd8', 'lat_us', 'avg')}) "
@@ -492,7 +668,7 @@ w("**`global`** is the baseline: the registered region's own rkey, with no bind 
   "as long as the registration lives.")
 w("")
 # Queue pairs of the race-free policies that failed anyway (not with a bind error).
-trouble = [(p, pol, k) for (p, pol, k) in runs if pol in SAFE and troubled(p, pol, k)]
+trouble = [(p, pol, k) for (p, pol, k) in runs if safe(p, pol) and troubled(p, pol, k)]
 overruns = sum(r["overruns"] for key in trouble for r in runs[key])
 if "adversarial" in profiles:
     a = "adversarial"
@@ -524,13 +700,14 @@ if trouble:
     w("")
 w("### What is and is not comparable with the seed")
 w("")
-safe_binds = sum(total(p, pol, k, "mw_bind_errors") or 0 for (p, pol, k) in runs if pol in SAFE)
+safe_binds = sum(total(p, pol, k, "mw_bind_errors") or 0 for (p, pol, k) in runs if safe(p, pol))
 race = sum(total("mlx5-2017", "unsafe", k, "mw_bind_errors") or 0 for k in READS) if m in profiles else 0
 w("- Which host fails matches the seed"
   + (": the unpatched host (`unsafe`) hits status 6 and reconnects under `mlx5-2017`"
      if race else ": **no, `unsafe` did not fail here**")
-  + (", and neither fix (nor `deferred`, nor `global`) had a bind error in any run."
-     if not safe_binds else f", but **the fixed policies had {safe_binds} bind errors**.")
+  + (", and neither fix (Sagi's in the host, Max's in the driver: `unsafe` on `mlx5-fenced`), "
+     "nor `max`, `deferred` or `global`, had a bind error in any run."
+     if not safe_binds else f", but **the fixed configurations had {safe_binds} bind errors**.")
   + " The seed still saw errors with Sagi's patch at 50 Gb/s; the sim has no counterpart for "
   "that, since the only hazard it models is the one described above.")
 w("- The seed ran a kernel host on real ConnectX-4s and SSDs. Ours is a userspace host driving "
@@ -549,18 +726,22 @@ w("- The sim executes work requests in software. An extra CQE costs sim and poll
 w("- The baselines differ. The seed compared against the unpatched kernel, which is `unsafe`. "
   "Under `mlx5-2017`, `unsafe` fails at once and cannot be a baseline, so the ratios here are "
   "against `global`, which the 2017 host did not use (it registered every I/O; "
-  "`register_always`). Where `unsafe` ran clean (`rxe`), the ratios against it are given too.")
+  "`register_always`). Where `unsafe` ran clean (`rxe`; `mlx5-fenced`, where it is the "
+  "seed's Max), the ratios against it are given too.")
 w("- `mlx5-2017` turns remote invalidation off, so every read needs a host LOCAL_INV: the worst "
   "case for `sagi`. Whether the seed's target invalidated remotely is not known (design note, "
   "section 0). If it did, Sagi's patch would have cost little, so its -8% suggests that most "
   "I/Os were invalidated by the host, or that the RFC cost something else (signaling every "
   "SEND, for instance).")
-w("- There is no \"both patches\" policy here.")
+w("- \"Both patches\" is `sagi` on `mlx5-fenced`, and \"Max\" is `unsafe` on `mlx5-fenced` (see "
+  "the mapping)" + ("; both were run above." if "mlx5-fenced" in profiles
+                   else "; neither was run for these figures."))
 w("")
 w("## Acceptance")
 w("")
-w("Conditions: no run of `global`, `sagi`, `max` or `deferred` has I/O errors, MW bind errors "
-  "or verify failures; every `unsafe` run under `mlx5-2017` that reads (100/0, 70/30, QD8) "
+w("Conditions: no run of `global`, `sagi`, `max` or `deferred`, nor of `unsafe` under "
+  "`mlx5-fenced` (the seed's Max), has I/O errors, MW bind errors or verify failures; every "
+  "`unsafe` run under `mlx5-2017` that reads (100/0, 70/30, QD8) "
   "has MW bind errors and reconnects; no run has verify failures; every run finished and "
   "wrote its JSON.")
 w("")
@@ -592,21 +773,34 @@ PY
 }
 
 if [[ "${1:-}" == --render ]]; then
+  ((!quick)) || usage
   [[ $# -eq 2 && -f "$2/runs.tsv" && -f "$2/meta.json" ]] || usage
+  refuse_dirty "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["dirty"])' "$2/meta.json")"
+  if out_is_doc && python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("quick") else 1)' "$2/meta.json"; then
+    echo "seed-table: $2 holds a --quick run: not rendered into $doc" >&2
+    exit 2
+  fi
   render "$2"
   exit $?
 fi
 [[ $# -le 1 && "${1:-}" != -* ]] || usage
 build="${1:-build-release}"
-seconds="${SEED_TABLE_SECONDS:-5}"
-profiles="${SEED_TABLE_PROFILES:-mlx5-2017 rxe adversarial}"
-repeat="${SEED_TABLE_REPEAT:-1}"
-repeat_profiles="${SEED_TABLE_REPEAT_PROFILES-mlx5-2017 rxe}"
+if ((quick)); then
+  out_is_doc && { echo "seed-table: --quick does not write $doc (set SEED_TABLE_OUT elsewhere)" >&2; exit 2; }
+  seconds="${SEED_TABLE_SECONDS:-1}"
+  repeat="${SEED_TABLE_REPEAT:-0}"
+else
+  seconds="${SEED_TABLE_SECONDS:-5}"
+  repeat="${SEED_TABLE_REPEAT:-1}"
+fi
+# Before hours of runs, not after: the commit the document names is the one it was made from.
+dirty_start=$(git status --porcelain 2>/dev/null | wc -l)
+refuse_dirty "$dirty_start"
+profiles="${SEED_TABLE_PROFILES:-mlx5-2017 mlx5-fenced rxe adversarial}"
+repeat_profiles="${SEED_TABLE_REPEAT_PROFILES-mlx5-2017 mlx5-fenced rxe}"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "SEED_TABLE_SECONDS: '$seconds' is not a whole number >= 1" >&2; exit 2; }
 [[ "$repeat" =~ ^[0-9]+$ ]] || { echo "SEED_TABLE_REPEAT: '$repeat' is not a whole number" >&2; exit 2; }
 [[ -n "${profiles// }" ]] || { echo "SEED_TABLE_PROFILES is empty" >&2; exit 2; }
-policies=(global unsafe sagi max deferred)
-
 profile_args() {
   case "$1" in
     # The 2017 ConnectX-4: the target never invalidates remotely, so the host posts LOCAL_INV.
@@ -614,13 +808,25 @@ profile_args() {
     rxe) echo "--sim-profile rxe" ;;
     # mlx5-2017's rules with random lags and interleavings; remote invalidation off as above.
     adversarial) echo "--sim-profile adversarial --sim-remote-invalidate off" ;;
+    # The 2017 ConnectX-4 with Max's driver fix: the strong fence on every bind.
     mlx5-fenced) echo "--sim-profile mlx5-fenced --sim-remote-invalidate off" ;;
+    # mlx5-2017 with the lag on one bind or LOCAL_INV in SimOpts::mkey_commit_slow_one_in.
+    mlx5-2017-rare) echo "--sim-profile mlx5-2017-rare --sim-remote-invalidate off" ;;
     *) return 1 ;;
+  esac
+}
+# The policies run under a profile, in run order. mlx5-fenced is the seed's patched driver:
+# the seed ran it with the unpatched host (Max) and with Sagi's (Both); global is the
+# baseline. The userspace policies (max, deferred) are not what the seed ran there.
+profile_policies() {
+  case "$1" in
+    mlx5-fenced) echo "global unsafe sagi" ;;
+    *) echo "global unsafe sagi max deferred" ;;
   esac
 }
 for profile in $profiles; do
   profile_args "$profile" >/dev/null ||
-    { echo "SEED_TABLE_PROFILES: '$profile' is not one of mlx5-2017, rxe, adversarial, mlx5-fenced" >&2; exit 2; }
+    { echo "SEED_TABLE_PROFILES: '$profile' is not one of mlx5-2017, mlx5-fenced, rxe, adversarial, mlx5-2017-rare" >&2; exit 2; }
 done
 workload_args() {
   case "$1" in
@@ -684,6 +890,7 @@ date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$SECONDS
 for profile in $profiles; do
+  read -ra policies <<<"$(profile_policies "$profile")"
   for workload in "${workloads[@]}"; do
     for policy in "${policies[@]}"; do run "$profile" "$policy" 1 "$workload"; done
   done
@@ -691,6 +898,7 @@ done
 for ((pass = 2; pass <= repeat + 1; pass++)); do
   for profile in $profiles; do
     [[ " $repeat_profiles " == *" $profile "* ]] || continue
+    read -ra policies <<<"$(profile_policies "$profile")"
     for workload in "${workloads[@]}"; do
       for ((i = ${#policies[@]} - 1; i >= 0; i--)); do run "$profile" "${policies[$i]}" "$pass" "$workload"; done
     done
@@ -703,12 +911,15 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 lag=$(sed -n 's/^ *uint32_t mkey_commit_lag_steps = \([0-9]*\);.*/\1/p' src/verbs/sim/sim.h | head -1)
 if grep -q mkey_commit_lag_steps tools/nvmf_perf/*.cpp; then lag="${lag:-?} (the default; nvmf_perf may change it)"; fi
 
+# The tree as it was at the start, or as it is now if something changed it during the runs.
+dirty_end=$(git status --porcelain 2>/dev/null | wc -l)
+dirty=$((dirty_end > dirty_start ? dirty_end : dirty_start))
 SEED_DATE="$date_utc" SEED_NPROC="$(nproc)" SEED_CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
 SEED_CXX="$({ [[ -n "$cxx" ]] && "$cxx" --version 2>/dev/null | head -1; } || echo unknown)" \
 SEED_BUILD="$build" SEED_BUILD_TYPE="${build_type:-unknown}" SEED_SECONDS="$seconds" \
 SEED_WALL="$wall" SEED_LOAD_START="$load_start" SEED_LOAD_END="$load_end" SEED_LAG="${lag:-unknown}" \
 SEED_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-SEED_DIRTY="$(git status --porcelain 2>/dev/null | wc -l)" \
+SEED_DIRTY="$dirty" SEED_QUICK="$quick" \
 python3 - "$work/meta.json" <<'PY'
 import json, os, platform, sys
 e = os.environ
@@ -717,10 +928,13 @@ json.dump({"date": e["SEED_DATE"], "nproc": int(e["SEED_NPROC"]), "cpu": e["SEED
            "build_type": e["SEED_BUILD_TYPE"], "cxx": e["SEED_CXX"], "commit": e["SEED_COMMIT"],
            "dirty": e["SEED_DIRTY"].strip(), "seconds": int(e["SEED_SECONDS"]),
            "wall_s": int(e["SEED_WALL"]), "load_start": e["SEED_LOAD_START"],
-           "load_end": e["SEED_LOAD_END"], "lag": e["SEED_LAG"]},
+           "load_end": e["SEED_LOAD_END"], "lag": e["SEED_LAG"],
+           "quick": e["SEED_QUICK"] == "1"},
           open(sys.argv[1], "w"), indent=1)
 PY
 
 status=0
+# Something changed the tree during the runs: the results stay in SEED_TABLE_KEEP, if set.
+refuse_dirty "$dirty"
 render "$work" || status=$?
 exit "$status"

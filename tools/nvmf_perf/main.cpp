@@ -3,7 +3,8 @@
 //   nvmf_perf (-r TRID | --sim) -w read|write|randread|randwrite|rw|randrw [-M READ_PERCENT]
 //             [-q DEPTH] [-o BYTES] [-t SECONDS] [-c WORKERS] [--ns-count N] [--verify]
 //             [--memreg POLICY] [--json FILE] [--sim-bdev null|malloc|nvme] [--sim-profile P]
-//             [--sim-remote-invalidate on|off] [--sim-bdev-size-mib MIB] ...
+//             [--sim-remote-invalidate on|off] [--sim-send-fence profile|reads|key-updates]
+//             [--sim-race-one-in N (mlx5-2017-rare)] [--sim-bdev-size-mib MIB] ...
 //
 // TRID: 'trtype:RDMA traddr:10.0.0.1 trsvcid:4420 subnqn:nqn...' (NVMe-oF over RDMA), or
 // 'trtype:PCIe traddr:0000:01:00.0' (a local controller bound to vfio-pci, through the

@@ -237,7 +237,9 @@ std::string check_sim(const Options& options, Settings* s) {
     const char* sim_only = !options.sim_bdev.empty()                ? "--sim-bdev"
                            : !options.sim_profile.empty()           ? "--sim-profile"
                            : !options.sim_remote_invalidate.empty() ? "--sim-remote-invalidate"
-                           : nullptr;
+                           : options.sim_send_fence_given           ? "--sim-send-fence"
+                           : options.sim_race_one_in_given          ? "--sim-race-one-in"
+                                                                    : nullptr;
     if (sim_only != nullptr) return std::string(sim_only) + " needs --sim";
     if (!s->pcie_model()) {
       if (options.sim_bdev_size_mib != 0) {
@@ -261,6 +263,28 @@ std::string check_sim(const Options& options, Settings* s) {
       return "--sim-remote-invalidate: '" + options.sim_remote_invalidate + "' is not on or off";
     }
     s->sim_remote_invalidate = options.sim_remote_invalidate == "on";
+  }
+  if (options.sim_send_fence_given) {
+    if (!is_one_of(options.sim_send_fence, kSimSendFenceNames)) {
+      return "--sim-send-fence: '" + options.sim_send_fence + "' is not one of " +
+             join(kSimSendFenceNames);
+    }
+    s->sim_send_fence = options.sim_send_fence;
+  }
+  if (options.sim_race_one_in_given) {
+    // The other profiles' lag does not depend on it: refusing beats ignoring it silently.
+    if (s->sim_profile != kSimRareProfile) {
+      const char* why = s->sim_profile == "rxe"           ? "has no commit lag"
+                        : s->sim_profile == "adversarial" ? "draws every lag at random"
+                                                          : "lags every bind and LOCAL_INV";
+      return std::string("--sim-race-one-in applies to --sim-profile ") + kSimRareProfile +
+             " only, not to " + s->sim_profile + " (" + s->sim_profile + " " + why + ")";
+    }
+    if (options.sim_race_one_in < 1) {
+      return "--sim-race-one-in: 0 is not 1 or more (1: every bind and LOCAL_INV lags, as "
+             "mlx5-2017)";
+    }
+    s->sim_race_one_in = options.sim_race_one_in;
   }
   return "";
 }
@@ -360,9 +384,22 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   app.add_option("--sim-bdev-size-mib", o.sim_bdev_size_mib,
                  "size of each sim namespace (null 1 TiB, malloc 64 MiB), or of each "
                  "namespace of the PCIe model (64 MiB)");
-  app.add_option("--sim-profile", o.sim_profile, "rxe (default), mlx5-2017, mlx5-fenced, adversarial");
+  app.add_option("--sim-profile", o.sim_profile,
+                 "rxe (default), mlx5-2017 (every bind and LOCAL_INV lags: the 2017 race, "
+                 "certain), mlx5-fenced (mlx5-2017 with the strong fence on every bind), "
+                 "adversarial (random lags and interleavings), mlx5-2017-rare (one bind or "
+                 "LOCAL_INV in --sim-race-one-in lags: the race, rare)");
   app.add_option("--sim-remote-invalidate", o.sim_remote_invalidate,
                  "on (default): the sim target answers with SEND_WITH_INV; off: never");
+  auto* send_fence = app.add_option(
+      "--sim-send-fence", o.sim_send_fence,
+      "what IBV_SEND_FENCE waits for in the sim: profile (default: reads on rxe, key-updates "
+      "on the mlx5 profiles and adversarial), reads (the IBTA fence: prior RDMA READs "
+      "complete), key-updates (every prior work request complete and its key change visible)");
+  auto* race_one_in = app.add_option(
+      "--sim-race-one-in", o.sim_race_one_in,
+      "with --sim-profile mlx5-2017-rare only (refused with the other profiles): one bind or "
+      "LOCAL_INV in N lags, seeded by --seed (1000000; 1 = every one, as mlx5-2017)");
   auto* memreg = app.add_option("--memreg", o.memreg,
                                 "RDMA: global (default), unsafe, sagi, max, deferred");
   app.add_flag("--verify", o.verify, "write patterns and check every read");
@@ -392,6 +429,8 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   o.read_percent_given = read_percent->count() > 0;
   o.ns_count_given = ns_count->count() > 0;
   o.memreg_given = memreg->count() > 0;
+  o.sim_send_fence_given = send_fence->count() > 0;
+  o.sim_race_one_in_given = race_one_in->count() > 0;
   o.reconnect_delay_given = reconnect_delay->count() > 0;
   o.ctrl_loss_timeout_given = ctrl_loss_timeout->count() > 0;
   return 0;

@@ -24,11 +24,14 @@ constexpr bool workload_mixed(Workload w) noexcept {
 // shared with the RDMA transport (the zero-copy path of a real SSD, in process).
 enum class SimBdevKind : uint8_t { null, malloc, nvme };
 
-// Names the libraries accept (memreg_policy_parse, sim_profile_parse); main.cpp converts them
-// with those functions, so a drift between the lists is caught at start-up.
+// Names the libraries accept (memreg_policy_parse, sim_profile_parse, send_fence_parse); the
+// run converts them with those functions, so a drift between the lists is caught at start-up.
 inline constexpr const char* kMemregNames[] = {"global", "unsafe", "sagi", "max", "deferred"};
 inline constexpr const char* kSimProfileNames[] = {"rxe", "mlx5-2017", "mlx5-fenced",
-                                                   "adversarial"};
+                                                   "adversarial", "mlx5-2017-rare"};
+inline constexpr const char* kSimSendFenceNames[] = {"profile", "reads", "key-updates"};
+// The one profile whose lag --sim-race-one-in sets (SimOpts::mkey_commit_slow_one_in).
+inline constexpr const char* kSimRareProfile = "mlx5-2017-rare";
 
 // The sim target's block size: SPDK's null and malloc bdev default.
 inline constexpr uint32_t kSimBlockSizeBytes = 512;
@@ -77,6 +80,10 @@ struct Options {
   std::string sim_bdev;              // --sim-bdev; empty = not given
   std::string sim_profile;           // --sim-profile; empty = not given (rxe)
   std::string sim_remote_invalidate; // --sim-remote-invalidate; empty = not given (on)
+  std::string sim_send_fence;        // --sim-send-fence
+  bool sim_send_fence_given = false;
+  uint32_t sim_race_one_in = 0;      // --sim-race-one-in
+  bool sim_race_one_in_given = false;
   uint64_t sim_bdev_size_mib = 0;    // --sim-bdev-size-mib; 0 = not given
   std::string memreg = "global";     // --memreg
   bool memreg_given = false;
@@ -111,6 +118,12 @@ struct Settings {
   uint64_t sim_bdev_bytes = kSimNullBytesDefault;
   std::string sim_profile = "rxe";
   bool sim_remote_invalidate = true;
+  // What IBV_SEND_FENCE waits for in the sim (SimOpts::send_fence): profile, reads or
+  // key-updates.
+  std::string sim_send_fence = "profile";
+  // mlx5-2017-rare: one BIND_MW / LOCAL_INV in this many lags (SimOpts::mkey_commit_slow_one_in);
+  // 0 = the sim's default. Always 0 with the other profiles.
+  uint32_t sim_race_one_in = 0;
   std::string memreg = "global";  // RDMA only
   bool verify = false;
   std::string json_path;

@@ -32,6 +32,7 @@ int fail(int status, const std::string& reason) {
 struct RdmaPlan {
   host::MemregPolicy memreg = host::MemregPolicy::global;
   verbs::sim::SimProfile profile = verbs::sim::SimProfile::rxe;
+  verbs::sim::SendFence send_fence = verbs::sim::SendFence::profile;
   std::string trid_text;
   host::TransportId trid;
   uint32_t queue_entries = kIoQueueSizeDefault;
@@ -45,6 +46,10 @@ int plan_rdma(const Settings& settings, RdmaPlan* plan) {
   if (settings.sim &&
       !verbs::sim::sim_profile_parse(settings.sim_profile.c_str(), &plan->profile)) {
     return fail(2, "--sim-profile: '" + settings.sim_profile + "' is not known to the sim");
+  }
+  if (settings.sim &&
+      !verbs::sim::send_fence_parse(settings.sim_send_fence.c_str(), &plan->send_fence)) {
+    return fail(2, "--sim-send-fence: '" + settings.sim_send_fence + "' is not known to the sim");
   }
   plan->trid_text = settings.sim ? SimTarget::trid_string() : settings.trid;
   std::string message;
@@ -63,6 +68,8 @@ std::unique_ptr<SimTarget> start_sim(const Settings& settings, const RdmaPlan& p
                                      const CoreLayout& cores, std::string* message) {
   SimTargetOpts sim_opts;
   sim_opts.profile = plan.profile;
+  sim_opts.send_fence = plan.send_fence;
+  sim_opts.race_one_in = settings.sim_race_one_in;
   sim_opts.seed = settings.seed;
   sim_opts.ns_count = settings.ns_count;
   sim_opts.bdev = settings.sim_bdev;
@@ -167,6 +174,11 @@ int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Work
   nlohmann::ordered_json json = summary_json(summary);
   if (nvme_sim) json["target_bytes_copied"] = sim->bdev_bytes_copied();
   json["config"] = config_json(settings, ns_count, queue_entries);
+  // What the simulated fabric ran with, every default resolved (send_fence: the rule applied).
+  if (sim != nullptr) {
+    json["config"]["sim"] =
+        nlohmann::ordered_json::parse(verbs::sim::opts_to_json(sim->sim_opts()));
+  }
   const int status = write_json(settings, json_file, json);
   return status != 0 ? status : summary_exit_status(summary);
 }

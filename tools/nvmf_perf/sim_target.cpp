@@ -87,6 +87,8 @@ std::unique_ptr<SimTarget> SimTarget::start(const SimTargetOpts& opts, std::stri
   std::unique_ptr<SimTarget> sim(new SimTarget());
   verbs::sim::SimOpts sim_opts;
   sim_opts.profile = opts.profile;
+  sim_opts.send_fence = opts.send_fence;
+  if (opts.race_one_in != 0) sim_opts.mkey_commit_slow_one_in = opts.race_one_in;
   sim_opts.seed = opts.seed;
   // The host's own connect timeout (5 s) decides; the sim's 1 s CM timeout is too short when
   // the run is under valgrind (callgrind figures in docs/performance.md).

@@ -26,6 +26,8 @@ inline constexpr uint16_t kSimPort = 4420;
 
 struct SimTargetOpts {
   verbs::sim::SimProfile profile = verbs::sim::SimProfile::rxe;
+  verbs::sim::SendFence send_fence = verbs::sim::SendFence::profile;
+  uint32_t race_one_in = 0;  // mlx5-2017-rare's SimOpts::mkey_commit_slow_one_in; 0 = default
   uint64_t seed = 1;
   uint32_t ns_count = 1;
   SimBdevKind bdev = SimBdevKind::null;
@@ -48,6 +50,8 @@ class SimTarget {
 
   // The host's HCA (HostOpts::provider); lives until the SimTarget goes.
   verbs::Provider& host_provider() noexcept { return *host_provider_; }
+  // The options the simulated fabric runs with (both HCAs share them), for the JSON report.
+  const verbs::sim::SimOpts& sim_opts() const noexcept { return target_provider_->opts(); }
   // "trtype:RDMA adrfam:IPv4 traddr:10.0.0.1 trsvcid:4420 subnqn:nqn.2026-01.io.nvmf:perf"
   static std::string trid_string();
   // Bytes the nvme bdevs copied through bounce buffers (0: zero copy); 0 for other bdevs.

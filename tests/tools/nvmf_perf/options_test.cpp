@@ -56,6 +56,8 @@ TEST(PerfOptions, SimDefaults) {
   EXPECT_EQ(s.sim_bdev_bytes, kSimNullBytesDefault);
   EXPECT_EQ(s.sim_profile, "rxe");
   EXPECT_TRUE(s.sim_remote_invalidate);
+  EXPECT_EQ(s.sim_send_fence, "profile");
+  EXPECT_EQ(s.sim_race_one_in, 0u) << "the sim's default";
   EXPECT_EQ(s.memreg, "global");
   EXPECT_FALSE(s.verify);
 }
@@ -114,6 +116,10 @@ TEST(PerfOptions, HelpIsNotAnError) {
   const std::string help = testing::internal::GetCapturedStdout();
   EXPECT_EQ(parsed.code, 1);
   EXPECT_NE(help.find("--sim-profile"), std::string::npos);
+  EXPECT_NE(help.find("mlx5-2017-rare"), std::string::npos);
+  EXPECT_NE(help.find("--sim-send-fence"), std::string::npos);
+  EXPECT_NE(help.find("--sim-race-one-in"), std::string::npos);
+  EXPECT_NE(help.find("with --sim-profile mlx5-2017-rare only"), std::string::npos);
   EXPECT_NE(help.find("trtype:PCIe traddr:model"), std::string::npos);
 }
 
@@ -156,6 +162,79 @@ TEST(PerfOptions, SimOptionsNeedSim) {
                  "--sim-remote-invalidate needs --sim");
   expect_refused({"-r", trid, "-w", "read", "--sim-bdev-size-mib", "8"},
                  "--sim-bdev-size-mib needs --sim");
+  expect_refused({"-r", trid, "-w", "read", "--sim-send-fence", "reads"},
+                 "--sim-send-fence needs --sim");
+  expect_refused({"-r", trid, "-w", "read", "--sim-race-one-in", "50"},
+                 "--sim-race-one-in needs --sim");
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "--sim-race-one-in", "50"},
+                 "--sim-race-one-in needs --sim");
+}
+
+TEST(PerfOptions, SimSendFence) {
+  for (const char* name : kSimSendFenceNames) {
+    const Parsed parsed = parse({"--sim", "-w", "read", "--sim-send-fence", name});
+    EXPECT_EQ(parsed.error, "") << name;
+    EXPECT_EQ(parsed.settings.sim_send_fence, name);
+  }
+  // Any profile: rxe's fence can be made to order key updates, mlx5's to order reads only.
+  for (const char* profile : kSimProfileNames) {
+    const Parsed parsed = parse({"--sim", "-w", "read", "--sim-profile", profile,
+                                 "--sim-send-fence", "reads", "--memreg", "max", "--verify"});
+    EXPECT_EQ(parsed.error, "") << profile;
+    EXPECT_EQ(parsed.settings.sim_send_fence, "reads") << profile;
+  }
+  expect_refused({"--sim", "-w", "read", "--sim-send-fence", "strong"},
+                 "--sim-send-fence: 'strong' is not one of profile, reads or key-updates");
+  expect_refused({"--sim", "-w", "read", "--sim-send-fence", "key_updates"}, "--sim-send-fence");
+  expect_refused({"--sim", "-w", "read", "--sim-send-fence", ""}, "--sim-send-fence");
+}
+
+TEST(PerfOptions, SimRaceOneInIsForTheRareProfileOnly) {
+  const Parsed parsed = parse({"--sim", "-w", "randread", "--sim-profile", "mlx5-2017-rare",
+                               "--sim-race-one-in", "50", "--memreg", "unsafe", "--verify",
+                               "-t", "2"});
+  ASSERT_EQ(parsed.code, 0);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.sim_profile, "mlx5-2017-rare");
+  EXPECT_EQ(parsed.settings.sim_race_one_in, 50u);
+  EXPECT_EQ(parsed.settings.memreg, "unsafe");
+  // 1: every bind and LOCAL_INV lags, as mlx5-2017; the largest 32-bit count is fine too.
+  EXPECT_EQ(parse({"--sim", "-w", "read", "--sim-profile", "mlx5-2017-rare",
+                   "--sim-race-one-in", "1"})
+                .settings.sim_race_one_in,
+            1u);
+  EXPECT_EQ(parse({"--sim", "-w", "read", "--sim-profile", "mlx5-2017-rare",
+                   "--sim-race-one-in", "4294967295"})
+                .settings.sim_race_one_in,
+            4294967295u);
+  // The rare profile without the option: the sim's own default.
+  const Parsed rare = parse({"--sim", "-w", "read", "--sim-profile", "mlx5-2017-rare"});
+  ASSERT_EQ(rare.error, "");
+  EXPECT_EQ(rare.settings.sim_race_one_in, 0u);
+  // Every other profile refuses it, naming the option and the profile it needs.
+  for (const char* profile : kSimProfileNames) {
+    if (std::string(profile) == kSimRareProfile) continue;
+    expect_refused({"--sim", "-w", "read", "--sim-profile", profile, "--sim-race-one-in", "50"},
+                   std::string("--sim-race-one-in applies to --sim-profile mlx5-2017-rare only, "
+                               "not to ") +
+                       profile);
+  }
+  // No --sim-profile is rxe.
+  expect_refused({"--sim", "-w", "read", "--sim-race-one-in", "50"}, "not to rxe");
+  expect_refused({"--sim", "-w", "read", "--sim-profile", "mlx5-2017-rare", "--sim-race-one-in",
+                  "0"},
+                 "--sim-race-one-in: 0 is not 1 or more");
+  // What CLI11 refuses: not a number, negative, beyond 32 bits.
+  for (const char* value : {"often", "-5", "4294967296"}) {
+    const Parsed bad = parse({"--sim", "-w", "read", "--sim-profile", "mlx5-2017-rare",
+                              "--sim-race-one-in", value});
+    EXPECT_EQ(bad.code, 2) << value;
+    EXPECT_NE(bad.error.find("--sim-race-one-in"), std::string::npos) << bad.error;
+  }
+  // A bad profile is reported as such, not as a misplaced --sim-race-one-in.
+  expect_refused({"--sim", "-w", "read", "--sim-profile", "mlx5-2018", "--sim-race-one-in",
+                  "50"},
+                 "--sim-profile: 'mlx5-2018' is not one of");
 }
 
 TEST(PerfOptions, PcieTransportIdSelectsThePciePath) {
