@@ -31,6 +31,8 @@ source "$(dirname "$0")/lib/rxe.sh"
 source "$(dirname "$0")/lib/nvmf_tgt.sh"
 # shellcheck source=lib/kmsg.sh
 source "$(dirname "$0")/lib/kmsg.sh"
+# shellcheck source=lib/blockdev.sh
+source "$(dirname "$0")/lib/blockdev.sh"
 
 logs="${RESULTS:-/nvmf-vm}/logs"   # kept in the results folder on the host
 rm -rf "$logs"
@@ -95,31 +97,12 @@ exercise() {
     fail "$nqn: $dev has $(blockdev --getsize64 "$dev") bytes, the namespace $bytes"
 
   step "$nqn: fio on $dev: 4 KiB random and 128 KiB sequential writes, verify=crc32c"
-  timeout 300 fio --name=rand4k --filename="$dev" --ioengine=libaio --direct=1 \
-    --rw=randwrite --bs=4k --iodepth=16 --numjobs=1 --offset=0 --size=8m --verify=crc32c \
-    --verify_fatal=1 --do_verify=1 --output="$logs/$tag-fio-rand.txt" ||
-    { cat "$logs/$tag-fio-rand.txt"; fail "$nqn: fio 4 KiB random writes with verify failed"; }
-  grep -E 'err=|WRITE:|READ:' "$logs/$tag-fio-rand.txt"
-  timeout 300 fio --name=seq128k --filename="$dev" --ioengine=libaio --direct=1 \
-    --rw=write --bs=128k --iodepth=4 --offset=16m --size=16m --verify=crc32c \
-    --verify_fatal=1 --do_verify=1 --output="$logs/$tag-fio-seq.txt" ||
-    { cat "$logs/$tag-fio-seq.txt"; fail "$nqn: fio 128 KiB sequential writes with verify failed"; }
-  grep -E 'err=|WRITE:|READ:' "$logs/$tag-fio-seq.txt"
+  fio_verify "$tag" rand4k "$dev" randwrite 4k 16 0 8m
+  fio_verify "$tag" seq128k "$dev" write 128k 4 16m 16m
 
   step "$nqn: mkfs.ext4 $dev, mount, write 8 MiB, remount, read back, fio verify on a file"
-  mkfs.ext4 -F -q "$dev" || fail "$nqn: mkfs.ext4 failed"
-  mount "$dev" "$mnt" || fail "$nqn: mount failed"
-  head -c 8M /dev/urandom >"$work/payload"
-  cp "$work/payload" "$mnt/payload"
-  umount "$mnt" || fail "$nqn: umount failed"
-  echo 3 >/proc/sys/vm/drop_caches
-  mount "$dev" "$mnt" || fail "$nqn: second mount failed"
-  cmp "$work/payload" "$mnt/payload" || fail "$nqn: the file read back after a remount differs"
-  timeout 300 fio --name=fsverify --filename="$mnt/fio.dat" --ioengine=libaio --direct=1 \
-    --rw=randrw --bs=8k --iodepth=8 --size=4m --verify=crc32c --verify_fatal=1 \
-    --do_verify=1 --output="$logs/$tag-fio-fs.txt" ||
-    { cat "$logs/$tag-fio-fs.txt"; fail "$nqn: fio verify on a file in ext4 failed"; }
-  grep -E 'err=|WRITE:|READ:' "$logs/$tag-fio-fs.txt"
+  ext4_round_trip "$tag" "$dev" "$mnt" "$work"
+  fio_verify "$tag" fs "$mnt/fio.dat" randrw 8k 8 0 4m
   umount "$mnt" || fail "$nqn: second umount failed"
   disconnect "$nqn" "$dev"
 }

@@ -27,6 +27,8 @@ source "$(dirname "$0")/lib/rxe.sh"
 source "$(dirname "$0")/lib/nvmf_tgt.sh"
 # shellcheck source=lib/kmsg.sh
 source "$(dirname "$0")/lib/kmsg.sh"
+# shellcheck source=lib/blockdev.sh
+source "$(dirname "$0")/lib/blockdev.sh"
 modprobe nvme-rdma
 
 logs="${RESULTS:-/nvmf-vm}/logs"   # kept in the results folder on the host
@@ -129,29 +131,12 @@ PY
     fail "$nqn: identify data is not what the configuration says (above)"
 
   step "$nqn: fio 4 KiB random writes, verify=crc32c (16 MiB, direct, QD 8)"
-  timeout 300 fio --name=rand4k --filename="/dev/$disk" --ioengine=libaio --direct=1 \
-    --rw=randwrite --bs=4k --iodepth=8 --offset=0 --size=16m --verify=crc32c \
-    --verify_fatal=1 --do_verify=1 --output="$logs/$tag-fio-rand.txt" ||
-    { cat "$logs/$tag-fio-rand.txt"; fail "$nqn: fio 4 KiB random writes with verify failed"; }
-  grep -E 'err=|WRITE:|READ:' "$logs/$tag-fio-rand.txt"
+  fio_verify "$tag" rand "/dev/$disk" randwrite 4k 8 0 16m
   step "$nqn: fio 128 KiB sequential writes, verify=crc32c (32 MiB, direct, QD 4)"
-  timeout 300 fio --name=seq128k --filename="/dev/$disk" --ioengine=libaio --direct=1 \
-    --rw=write --bs=128k --iodepth=4 --offset=16m --size=32m --verify=crc32c \
-    --verify_fatal=1 --do_verify=1 --output="$logs/$tag-fio-seq.txt" ||
-    { cat "$logs/$tag-fio-seq.txt"; fail "$nqn: fio 128 KiB sequential writes with verify failed"; }
-  grep -E 'err=|WRITE:|READ:' "$logs/$tag-fio-seq.txt"
+  fio_verify "$tag" seq "/dev/$disk" write 128k 4 16m 32m
 
   step "$nqn: mkfs.ext4, mount, write 8 MiB, remount, read back"
-  mkfs.ext4 -F -q "/dev/$disk" || fail "$nqn: mkfs.ext4 failed"
-  mount "/dev/$disk" "$mnt" || fail "$nqn: mount failed"
-  head -c 8M /dev/urandom >"$work/payload"
-  cp "$work/payload" "$mnt/payload"
-  sync
-  umount "$mnt" || fail "$nqn: umount failed"
-  echo 3 >/proc/sys/vm/drop_caches
-  mount "/dev/$disk" "$mnt" || fail "$nqn: second mount failed"
-  cmp "$work/payload" "$mnt/payload" || fail "$nqn: the file read back differs"
-  df -h "$mnt" | tail -1
+  ext4_round_trip "$tag" "/dev/$disk" "$mnt" "$work"
   umount "$mnt" || fail "$nqn: second umount failed"
 
   step "$nqn: nvme disconnect"
