@@ -43,6 +43,8 @@ const char* io_status_name(IoStatus status) noexcept {
       return "no_space";
     case IoStatus::aborted:
       return "aborted";
+    case IoStatus::nvme_error:
+      return "nvme_error";
   }
   return "unknown";
 }
@@ -163,6 +165,9 @@ Result<void> IoChannel::submit(BdevIo& io) noexcept {
   }
 
   io.status = IoStatus::pending;
+  io.nvme_sct = 0;
+  io.nvme_sc = 0;
+  io.nvme_dnr = false;
   io.os_errno = 0;
   io.submit_ns = clock_.now_ns();
   Result<void> queued = queue_io(io);
@@ -234,6 +239,24 @@ void Bdev::notify_removed() noexcept {
 Bdev::~Bdev() {
   std::lock_guard<std::mutex> lock(channels_mutex_);
   assert(channels_.empty() && "bdev destroyed while channels are open");
+  assert(claimed_by() == nullptr && "bdev destroyed before the bdev built on it");
+}
+
+Result<void> Bdev::claim(const Bdev& by) noexcept {
+  const Bdev* expected = nullptr;
+  if (&by == this ||
+      !claimed_by_.compare_exchange_strong(expected, &by, std::memory_order_acq_rel)) {
+    return Unexpected(Errc::busy, "bdev is already the base of another bdev");
+  }
+  return {};
+}
+
+void Bdev::release_claim(const Bdev& by) noexcept {
+  const Bdev* expected = &by;
+  const bool released =
+      claimed_by_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+  assert(released && "release_claim by a bdev that holds no claim");
+  (void)released;
 }
 
 bool Bdev::supports(IoType type) const noexcept {

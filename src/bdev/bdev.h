@@ -58,6 +58,8 @@ enum class IoStatus : uint8_t {
                 // sparse file that could not be filled. NVMe: Capacity Exceeded (SCT 0h, SC 81h).
   aborted,      // The channel was destroyed while the I/O was outstanding; data in the range is
                 // undefined. NVMe: Command Aborted due to SQ Deletion (SCT 0h, SC 08h).
+  nvme_error,   // The backend chose the NVMe status itself: BdevIo::nvme_sct / nvme_sc /
+                // nvme_dnr say which (the error bdev's injected failures). NVMe: that status.
 };
 const char* io_status_name(IoStatus status) noexcept;
 
@@ -88,7 +90,10 @@ struct BdevIo {
 
   // ---- Set by the channel: valid when done runs ----
   IoStatus status = IoStatus::success;
-  int os_errno = 0;  // for io_error / no_space: the errno from the backend, else 0
+  uint8_t nvme_sct = 0;   // for nvme_error: Status Code Type (0..7), else 0
+  uint8_t nvme_sc = 0;    // for nvme_error: Status Code, else 0
+  bool nvme_dnr = false;  // for nvme_error: Do Not Retry, else false
+  int os_errno = 0;       // for io_error / no_space: the errno from the backend, else 0
 
   // ---- Owned by the channel while the I/O is outstanding; the caller never touches them ----
   ListNode channel_node;          // the backend's queue of outstanding I/Os
@@ -182,7 +187,8 @@ class IoChannel {
   virtual unsigned poll_completions(unsigned budget) noexcept = 0;
 
   // Backends call this exactly once per accepted I/O: records statistics, frees the queue slot
-  // and runs the callback. `now_ns` is from clock(), read once per poll by the caller.
+  // and runs the callback. `now_ns` is from clock(), read once per poll by the caller. For
+  // IoStatus::nvme_error the backend sets io.nvme_sct / nvme_sc / nvme_dnr first.
   void complete(BdevIo& io, IoStatus status, int os_errno, uint64_t now_ns) noexcept;
 
   const Clock& clock() const noexcept { return clock_; }
@@ -252,6 +258,14 @@ class Bdev {
   void set_removed_callback(RemovedFn fn, void* ctx) noexcept;  // setup path, before I/O
   bool removed() const noexcept { return removed_.load(std::memory_order_acquire); }
 
+  // Claims (setup path). A bdev built on top of another one (delay, error) claims its base for
+  // as long as it lives, so the base cannot be claimed twice, removed from a BdevRegistry,
+  // or back a namespace (its I/O would bypass the bdev on top). Errors: busy (already
+  // claimed). release_claim() by the claimer only; claimed_by() from any thread.
+  [[nodiscard]] Result<void> claim(const Bdev& by) noexcept;
+  void release_claim(const Bdev& by) noexcept;
+  const Bdev* claimed_by() const noexcept { return claimed_by_.load(std::memory_order_acquire); }
+
   // Any thread. Sums the counters of live channels with those of destroyed ones; a channel in
   // the middle of poll() may be counted partly (counters are read one by one).
   IoStats stats() const noexcept;
@@ -279,6 +293,7 @@ class Bdev {
   std::array<uint8_t, 16> nguid_;
   std::array<uint8_t, 8> eui64_;
   std::atomic<bool> removed_{false};
+  std::atomic<const Bdev*> claimed_by_{nullptr};
   RemovedFn removed_fn_ = nullptr;
   void* removed_ctx_ = nullptr;
 

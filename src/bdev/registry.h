@@ -16,6 +16,8 @@ namespace nvmf::bdev {
 class BdevRegistry {
  public:
   BdevRegistry() = default;
+  // Destroys bdevs built on others (delay, error) before their bases.
+  ~BdevRegistry();
   BdevRegistry(const BdevRegistry&) = delete;
   BdevRegistry& operator=(const BdevRegistry&) = delete;
 
@@ -25,7 +27,7 @@ class BdevRegistry {
   // nullptr when absent.
   Bdev* find(std::string_view name) const noexcept;
   // Gives the bdev back to the caller. Errors: not_found; busy (channels are still open: close
-  // them on their threads first).
+  // them on their threads first; or another bdev is built on it: remove that one first).
   [[nodiscard]] Result<std::unique_ptr<Bdev>> remove(std::string_view name);
 
   size_t size() const noexcept { return bdevs_.size(); }

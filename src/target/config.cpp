@@ -246,6 +246,59 @@ bool is_pci_address(const std::string& text) {
   return text[11] >= '0' && text[11] <= '7';
 }
 
+std::string parse_base_bdev(const Node& node, const std::string& name) {
+  std::string base = node.require_string("base_bdev");
+  if (base.empty()) fail(node.child("base_bdev"), "must not be empty");
+  if (base == name) fail(node.child("base_bdev"), "a bdev cannot be its own base");
+  return base;
+}
+
+constexpr const char* kIoTypeNames = "read, write, flush, write_zeroes, unmap or all";
+
+bdev::ErrorInjection parse_injection(const Node& node) {
+  node.allow_only({"io_types", "action", "count", "every_nth", "sct", "sc", "dnr"});
+  bdev::ErrorInjection injection;
+  injection.io_types = bdev::kAllIoTypes;  // no io_types: every type
+  if (node.has("io_types")) {
+    injection.io_types = 0;
+    node.each("io_types", [&](const json& value, const std::string& path, size_t) {
+      if (!value.is_string()) {
+        fail(path, std::string("expected an I/O type name, got ") + type_name(value));
+      }
+      const std::string name = value.get<std::string>();
+      if (name == "all") {
+        injection.io_types |= bdev::kAllIoTypes;
+        return;
+      }
+      for (unsigned type = 0; type < bdev::kIoTypeCount; ++type) {
+        if (name == bdev::io_type_name(static_cast<bdev::IoType>(type))) {
+          injection.io_types |= bdev::io_type_bit(static_cast<bdev::IoType>(type));
+          return;
+        }
+      }
+      fail(path, in_quotes(name) + " is not " + kIoTypeNames);
+    });
+  }
+  const std::string action = node.get_string("action", "fail");
+  if (action == "fail") {
+    injection.action = bdev::ErrorAction::fail;
+  } else if (action == "drop") {
+    injection.action = bdev::ErrorAction::drop;
+  } else {
+    fail(node.child("action"), in_quotes(action) + " is not fail or drop");
+  }
+  injection.count = node.get_uint("count", 0, UINT64_MAX, 0);
+  injection.every_nth = node.get_uint("every_nth", 1, UINT64_MAX, 1);
+  // SCT is three bits of the Status Field, SC eight.
+  injection.sct = static_cast<uint8_t>(node.get_uint("sct", 0, 7, injection.sct));
+  injection.sc = static_cast<uint8_t>(node.get_uint("sc", 0, 255, injection.sc));
+  if (injection.sct == 0 && injection.sc == 0) {
+    fail(node.child("sc"), "0 with sct 0 is Successful Completion, not a failure");
+  }
+  injection.dnr = node.get_bool("dnr", false);
+  return injection;
+}
+
 BdevConfig parse_bdev(const Node& node) {
   BdevConfig bdev;
   const std::string type = node.require_string("type");
@@ -320,8 +373,34 @@ BdevConfig parse_bdev(const Node& node) {
     }
     opts.nsid = static_cast<uint32_t>(node.get_uint("nsid", 1, 0xFFFFFFFE, 1));
     opts.queue_depth_max = queue_depth;
+  } else if (type == "delay") {
+    // Geometry, depth and supported types are the base's.
+    node.allow_only({"type", "name", "base_bdev", "uuid", "read_latency_us", "write_latency_us",
+                     "flush_latency_us", "jitter_us"});
+    bdev.kind = BdevKind::delay;
+    auto& opts = bdev.delay_opts;
+    opts.name = bdev.name;
+    opts.base_bdev = parse_base_bdev(node, bdev.name);
+    opts.uuid = uuid;
+    opts.latency.read_latency_us = node.get_uint("read_latency_us", 0, bdev::kDelayLatencyMaxUs, 0);
+    opts.latency.write_latency_us =
+        node.get_uint("write_latency_us", 0, bdev::kDelayLatencyMaxUs, 0);
+    opts.latency.flush_latency_us =
+        node.get_uint("flush_latency_us", 0, bdev::kDelayLatencyMaxUs, 0);
+    opts.latency.jitter_us = node.get_uint("jitter_us", 0, bdev::kDelayLatencyMaxUs, 0);
+  } else if (type == "error") {
+    node.allow_only({"type", "name", "base_bdev", "uuid", "inject"});
+    bdev.kind = BdevKind::error;
+    auto& opts = bdev.error_opts;
+    opts.name = bdev.name;
+    opts.base_bdev = parse_base_bdev(node, bdev.name);
+    opts.uuid = uuid;
+    if (node.has("inject")) {
+      opts.injection = parse_injection(Node(node.at("inject"), node.child("inject")));
+    }
   } else {
-    fail(node.child("type"), in_quotes(type) + " is not a bdev type (null, malloc, uring, nvme)");
+    fail(node.child("type"),
+         in_quotes(type) + " is not a bdev type (null, malloc, uring, nvme, delay, error)");
   }
   return bdev;
 }
@@ -428,7 +507,15 @@ SubsystemConfig parse_subsystem(const Node& node, const TargetOpts& target_opts,
     }
     if (bdevs != nullptr) {
       bool known = false;
-      for (const BdevConfig& bdev : *bdevs) known = known || bdev.name == ns.bdev;
+      for (const BdevConfig& bdev : *bdevs) {
+        known = known || bdev.name == ns.bdev;
+        const std::string* base = bdev.base_bdev();
+        if (base != nullptr && *base == ns.bdev) {
+          fail(ns_node.child("bdev"), in_quotes(ns.bdev) + " is the base of " +
+                                          bdev_kind_name(bdev.kind) + " bdev " +
+                                          in_quotes(bdev.name) + "; name that one instead");
+        }
+      }
       if (!known) fail(ns_node.child("bdev"), "no bdev named " + in_quotes(ns.bdev));
     }
     subsystem.namespaces.push_back(ns);
@@ -477,6 +564,20 @@ TargetConfig parse(std::string_view text) {
     for (const BdevConfig& seen : config.bdevs) {
       if (seen.name == bdev.name)
         fail(path + ".name", "duplicate bdev name " + in_quotes(bdev.name));
+    }
+    if (const std::string* base = bdev.base_bdev()) {
+      bool defined = false;
+      for (const BdevConfig& seen : config.bdevs) {
+        defined = defined || seen.name == *base;
+        const std::string* other = seen.base_bdev();
+        if (other != nullptr && *other == *base) {
+          fail(path + ".base_bdev",
+               in_quotes(*base) + " is already the base of " + in_quotes(seen.name));
+        }
+      }
+      if (!defined) {
+        fail(path + ".base_bdev", "no bdev named " + in_quotes(*base) + " earlier in bdevs");
+      }
     }
     config.bdevs.push_back(std::move(bdev));
   });
@@ -534,6 +635,29 @@ std::string uuid_text(const bdev::Uuid& uuid) {
   return text;
 }
 
+json injection_json(const bdev::ErrorInjection& injection) {
+  json types = json::array();
+  if (injection.io_types == bdev::kAllIoTypes) {
+    types.push_back("all");
+  } else {
+    for (unsigned type = 0; type < bdev::kIoTypeCount; ++type) {
+      const auto io_type = static_cast<bdev::IoType>(type);
+      if ((injection.io_types & bdev::io_type_bit(io_type)) != 0) {
+        types.push_back(bdev::io_type_name(io_type));
+      }
+    }
+  }
+  json out = json::object();
+  out["io_types"] = std::move(types);
+  out["action"] = bdev::error_action_name(injection.action);
+  out["count"] = injection.count;
+  out["every_nth"] = injection.every_nth;
+  out["sct"] = injection.sct;
+  out["sc"] = injection.sc;
+  out["dnr"] = injection.dnr;
+  return out;
+}
+
 json bdev_json(const BdevConfig& config) {
   json out = json::object();
   out["type"] = bdev_kind_name(config.kind);
@@ -579,6 +703,23 @@ json bdev_json(const BdevConfig& config) {
       out["queue_depth"] = opts.queue_depth_max;
       break;
     }
+    case BdevKind::delay: {
+      const auto& opts = config.delay_opts;
+      out["base_bdev"] = opts.base_bdev;
+      if (!bdev::uuid_is_null(opts.uuid)) out["uuid"] = uuid_text(opts.uuid);
+      out["read_latency_us"] = opts.latency.read_latency_us;
+      out["write_latency_us"] = opts.latency.write_latency_us;
+      out["flush_latency_us"] = opts.latency.flush_latency_us;
+      out["jitter_us"] = opts.latency.jitter_us;
+      break;
+    }
+    case BdevKind::error: {
+      const auto& opts = config.error_opts;
+      out["base_bdev"] = opts.base_bdev;
+      if (!bdev::uuid_is_null(opts.uuid)) out["uuid"] = uuid_text(opts.uuid);
+      out["inject"] = injection_json(opts.injection);
+      break;
+    }
   }
   return out;
 }
@@ -595,8 +736,23 @@ const char* bdev_kind_name(BdevKind kind) noexcept {
       return "uring";
     case BdevKind::nvme:
       return "nvme";
+    case BdevKind::delay:
+      return "delay";
+    case BdevKind::error:
+      return "error";
   }
   return "unknown";
+}
+
+const std::string* BdevConfig::base_bdev() const noexcept {
+  switch (kind) {
+    case BdevKind::delay:
+      return &delay_opts.base_bdev;
+    case BdevKind::error:
+      return &error_opts.base_bdev;
+    default:
+      return nullptr;
+  }
 }
 
 Result<TargetConfig> parse_target_config(std::string_view text,
@@ -626,6 +782,12 @@ Result<NamespaceConfig> parse_namespace_config(std::string_view text, const std:
   });
 }
 
+Result<bdev::ErrorInjection> parse_error_injection(std::string_view text, const std::string& path,
+                                                   std::string* error_message) noexcept {
+  return guarded(path, error_message,
+                 [&] { return parse_injection(Node(parse_json(text, path), path)); });
+}
+
 Result<ListenerAddress> parse_listener_config(std::string_view text, const std::string& path,
                                               std::string* error_message) noexcept {
   return guarded(path, error_message,
@@ -633,6 +795,10 @@ Result<ListenerAddress> parse_listener_config(std::string_view text, const std::
 }
 
 std::string bdev_config_to_json(const BdevConfig& config) { return bdev_json(config).dump(); }
+
+std::string error_injection_to_json(const bdev::ErrorInjection& injection) {
+  return injection_json(injection).dump();
+}
 
 std::string target_config_to_json(const TargetConfig& config) {
   json root = json::object();
@@ -718,6 +884,33 @@ Result<bdev::Bdev*> build_bdev(const BdevConfig& config, bdev::BdevRegistry& reg
       }
       made = bdev::create_nvme_bdev(config.nvme_opts, *nvme_pool);
       break;
+    case BdevKind::delay:
+    case BdevKind::error: {
+      const std::string& base_name = *config.base_bdev();
+      const std::string field = path.empty() ? "base_bdev: " : path + ".base_bdev: ";
+      bdev::Bdev* base = registry.find(base_name);
+      if (base == nullptr) {
+        return failed(field + "no bdev named " + in_quotes(base_name),
+                      Error(Errc::not_found, "base_bdev"));
+      }
+      if (const bdev::Bdev* user = base->claimed_by(); user != nullptr) {
+        return failed(
+            field + in_quotes(base_name) + " is already the base of " + in_quotes(user->name()),
+            Error(Errc::busy, "base_bdev"));
+      }
+      for (const SubsystemInfo& subsystem : target.subsystems_info()) {
+        for (const NamespaceInfo& ns : subsystem.namespaces) {
+          if (ns.bdev != base_name) continue;
+          return failed(field + in_quotes(base_name) + " is used by namespace " +
+                            std::to_string(ns.nsid) + " of " + subsystem.nqn +
+                            " (a base cannot be a namespace)",
+                        Error(Errc::busy, "base_bdev"));
+        }
+      }
+      made = config.kind == BdevKind::delay ? bdev::create_delay_bdev(config.delay_opts, *base)
+                                            : bdev::create_error_bdev(config.error_opts, *base);
+      break;
+    }
   }
   if (!made) {
     return failed(at_path(path, "cannot create bdev " + in_quotes(config.name) + ": " +
@@ -725,9 +918,14 @@ Result<bdev::Bdev*> build_bdev(const BdevConfig& config, bdev::BdevRegistry& reg
                   made.error());
   }
   if (config.kind == BdevKind::nvme) {
-    // Hot removal of the device takes its namespaces away from hosts (with an event).
+    // Hot removal of the device takes its namespaces away from hosts (with an event), and
+    // those of the delay or error bdevs stacked on it (a base backs no namespace itself).
     (*made)->set_removed_callback(
-        [](void* ctx, bdev::Bdev& gone) { static_cast<Target*>(ctx)->remove_namespaces_of(gone); },
+        [](void* ctx, bdev::Bdev& gone) {
+          for (const bdev::Bdev* bdev = &gone; bdev != nullptr; bdev = bdev->claimed_by()) {
+            static_cast<Target*>(ctx)->remove_namespaces_of(*bdev);
+          }
+        },
         &target);
   }
   bdev::Bdev* raw = made->get();
@@ -751,6 +949,14 @@ Result<uint32_t> build_namespace(const NamespaceConfig& config, std::string_view
                        std::string("no bdev named ") + in_quotes(config.bdev);
     }
     return Unexpected(Errc::not_found, "bdev");
+  }
+  if (const bdev::Bdev* user = opts.bdev->claimed_by(); user != nullptr) {
+    if (error_message != nullptr) {
+      *error_message = (path.empty() ? "bdev: " : path + ".bdev: ") + in_quotes(config.bdev) +
+                       " is the base of " + user->backend_name() + " bdev " +
+                       in_quotes(user->name()) + "; name that one instead";
+    }
+    return Unexpected(Errc::busy, "bdev is the base of another bdev");
   }
   opts.uuid_set = config.uuid_set;
   opts.uuid = config.uuid;

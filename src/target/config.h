@@ -15,7 +15,15 @@
 //                  uring: "path" (required), "create_file", "size_bytes", "direct_io":
 //                         "prefer" | "required" | "off", "fallocate"
 //                  nvme:  "pci" (required, "0000:00:04.0"), "nsid": 1; no block_size,
-//                         num_blocks or uuid: those come from the device } ],
+//                         num_blocks or uuid: those come from the device
+//                  delay: "base_bdev" (required: a bdev earlier in the list), "read_latency_us",
+//                         "write_latency_us", "flush_latency_us", "jitter_us"; no
+//                         block_size, num_blocks or queue_depth: those are the base's
+//                  error: "base_bdev" (required, as delay), "inject": { "io_types": ["all"],
+//                         "action": "fail" | "drop", "count": 0, "every_nth": 1,
+//                         "sct": 0, "sc": 6, "dnr": false } } ],
+//     A bdev that is the base of a delay or error bdev cannot also be a namespace, nor the
+//     base of a second one.
 //     "subsystems": [ { "nqn" (required), "serial_number", "model_number", "allow_any_host",
 //                       "hosts": [NQN...], "max_namespaces",
 //                       "namespaces": [ { "nsid", "bdev" (required), "uuid", "nguid" (32 hex),
@@ -31,6 +39,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bdev/delay_bdev.h"
+#include "bdev/error_bdev.h"
 #include "bdev/malloc_bdev.h"
 #include "bdev/null_bdev.h"
 #include "bdev/nvme_bdev.h"
@@ -55,7 +65,7 @@ struct TransportConfig {
   SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
 };
 
-enum class BdevKind : uint8_t { null, malloc, uring, nvme };
+enum class BdevKind : uint8_t { null, malloc, uring, nvme, delay, error };
 
 struct BdevConfig {
   BdevKind kind = BdevKind::null;
@@ -64,6 +74,11 @@ struct BdevConfig {
   bdev::MallocBdevOpts malloc_opts{};  // kind == malloc
   bdev::UringBdevOpts uring_opts{};    // kind == uring
   bdev::NvmeBdevOpts nvme_opts{};      // kind == nvme
+  bdev::DelayBdevOpts delay_opts{};    // kind == delay
+  bdev::ErrorBdevOpts error_opts{};    // kind == error
+
+  // The bdev this one is built on (delay, error), or nullptr.
+  const std::string* base_bdev() const noexcept;
 };
 
 struct NamespaceConfig {
@@ -97,7 +112,7 @@ Result<TargetConfig> parse_target_config(std::string_view json,
 // One piece of the configuration, as a JSON object of its own with the keys it has in the file
 // (nvmf_tgt's JSON-RPC methods take the same keys). `path` names the object in messages:
 // "params" gives "params.num_blocks: 0 is outside [1, ...]". Failures as parse_target_config's.
-const char* bdev_kind_name(BdevKind kind) noexcept;  // "null", "malloc", "uring", "nvme"
+const char* bdev_kind_name(BdevKind kind) noexcept;  // "null", "malloc", "uring", "nvme", ...
 Result<BdevConfig> parse_bdev_config(std::string_view json, const std::string& path,
                                      std::string* error_message) noexcept;
 // A subsystem with its namespaces and listeners. Namespaces are not checked against bdevs
@@ -110,6 +125,10 @@ Result<SubsystemConfig> parse_subsystem_config(std::string_view json, const std:
 Result<NamespaceConfig> parse_namespace_config(std::string_view json, const std::string& path,
                                                uint32_t max_namespaces,
                                                std::string* error_message) noexcept;
+// An error bdev's rule: the keys of its "inject" object (nvmf_tgt's bdev_error_inject takes
+// them too). An absent io_types means every type; [] means none (no injection).
+Result<bdev::ErrorInjection> parse_error_injection(std::string_view json, const std::string& path,
+                                                   std::string* error_message) noexcept;
 Result<ListenerAddress> parse_listener_config(std::string_view json, const std::string& path,
                                               std::string* error_message) noexcept;
 
@@ -120,6 +139,8 @@ Result<ListenerAddress> parse_listener_config(std::string_view json, const std::
 std::string target_config_to_json(const TargetConfig& config);
 // One "bdevs" entry, in the file's keys.
 std::string bdev_config_to_json(const BdevConfig& config);
+// An error bdev's rule as its "inject" object.
+std::string error_injection_to_json(const bdev::ErrorInjection& injection);
 
 // Creates every bdev (registered in `registry`) and subsystem with its hosts, namespaces and
 // listeners in `target` (made with config.opts). On failure the message names the config
@@ -130,11 +151,14 @@ Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& regist
                           bdev::NvmeControllerPool* nvme_pool = nullptr);
 
 // build_target's two steps for one object. build_bdev creates the bdev, hooks an nvme bdev's
-// hot removal to target.remove_namespaces_of and registers it; build_namespace adds a
-// namespace over a registered bdev to subsystem `nqn` (NGUID and EUI-64 default to what the
-// bdev reports). Messages start with `path` (when not empty) as build_target's do:
+// hot removal to target.remove_namespaces_of and registers it; a delay or error bdev's base
+// must be registered, not claimed by another bdev yet, and back no namespace of `target`.
+// build_namespace adds a namespace over a registered bdev to subsystem `nqn` (NGUID and EUI-64
+// default to what the bdev reports); the base of a delay or error bdev is refused. Messages
+// start with `path` (when not empty) as build_target's do:
 //   bdevs[0]: cannot create bdev "Nvme0n1": ...      bdevs[0].name: "M0" is already registered
 //   subsystems[0].namespaces[1].bdev: no bdev named "M9"
+//   bdevs[2].base_bdev: "M0" is used by namespace 1 of nqn.x:y (a base cannot be a namespace)
 // Errors: the failing call's (the registry's, the backend's, Target::add_namespace's).
 Result<bdev::Bdev*> build_bdev(const BdevConfig& config, bdev::BdevRegistry& registry,
                                Target& target, const std::string& path, std::string* error_message,

@@ -43,6 +43,9 @@ spec::Status map_io_status(const bdev::BdevIo& io) noexcept {
       return spec::generic_status(spec::sc_generic::capacity_exceeded);
     case bdev::IoStatus::aborted:
       return spec::generic_status(spec::sc_generic::aborted_sq_deletion);
+    case bdev::IoStatus::nvme_error:
+      // The bdev chose the status (the error bdev's injected failures): passed on as is.
+      return spec::make_status(io.nvme_sct, io.nvme_sc, io.nvme_dnr);
     case bdev::IoStatus::pending:
       break;
   }

@@ -302,6 +302,10 @@ Result<void> Target::set_allow_any_host(std::string_view nqn, bool allow) {
 
 Result<uint32_t> Target::add_namespace(std::string_view nqn, const NamespaceOpts& opts) {
   if (opts.bdev == nullptr) return Unexpected(Errc::invalid_argument, "bdev");
+  // Its I/O would bypass the delay or error bdev built on it (Bdev::claim).
+  if (opts.bdev->claimed_by() != nullptr) {
+    return Unexpected(Errc::busy, "bdev is the base of another bdev");
+  }
   std::lock_guard lock(mutex_);
   Subsystem* subsystem = find_subsystem_locked(nqn);
   if (subsystem == nullptr || subsystem->is_discovery()) {

@@ -107,7 +107,8 @@ class Target {
   Result<void> set_allow_any_host(std::string_view nqn, bool allow);
   // Adds a namespace; connected controllers of the subsystem get a Namespace Attribute
   // Changed event. Returns the NSID. Errors: not_found (subsystem), invalid_argument (no bdev,
-  // NSID out of range), already_exists (NSID taken), out_of_range (no free NSID).
+  // NSID out of range), already_exists (NSID taken), out_of_range (no free NSID), busy (the
+  // bdev is the base of a delay or error bdev: Bdev::claimed_by).
   Result<uint32_t> add_namespace(std::string_view nqn, const NamespaceOpts& opts);
   // Errors: not_found. Connected controllers get the event; I/O to the NSID then fails with
   // Invalid Namespace or Format.

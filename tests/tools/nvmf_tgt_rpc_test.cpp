@@ -206,7 +206,10 @@ TEST_F(NvmfTgtRpcTest, RpcGetMethodsListsEveryMethod) {
     EXPECT_FALSE(entry["summary"].get<std::string>().empty()) << names.back();
   }
   const std::vector<std::string> expected = {"bdev_create",
+                                             "bdev_delay_stall",
                                              "bdev_delete",
+                                             "bdev_error_inject",
+                                             "bdev_error_release_dropped",
                                              "bdev_list",
                                              "host_add",
                                              "host_remove",
@@ -283,7 +286,7 @@ TEST_F(NvmfTgtRpcTest, BdevCreateErrorsChangeNothing) {
   answer = rpc("bdev_create", {{"type", "floppy"}, {"name", "F"}});
   EXPECT_EQ(answer.code, code::invalid_params) << answer;
   EXPECT_EQ(answer.message,
-            "params.type: \"floppy\" is not a bdev type (null, malloc, uring, nvme)");
+            "params.type: \"floppy\" is not a bdev type (null, malloc, uring, nvme, delay, error)");
   answer = rpc("bdev_create", {{"type", "malloc"}, {"name", "M1"}, {"block_size", 1000}});
   EXPECT_EQ(answer.code, code::invalid_params) << answer;
   EXPECT_EQ(answer.message, "params.block_size: 1000 is not a power of two in [512, 65536]");
@@ -343,6 +346,89 @@ TEST_F(NvmfTgtRpcTest, BdevDeleteErrors) {
   ASSERT_TRUE(rpc("namespace_remove", {{"nqn", kNqn}, {"nsid", 1}}).ok);
   answer = rpc("bdev_delete", {{"name", "Malloc0"}});
   EXPECT_TRUE(answer.ok) << answer;
+}
+
+TEST_F(NvmfTgtRpcTest, DelayAndErrorBdevsAtRunTime) {
+  ASSERT_TRUE(rpc("bdev_create", {{"type", "malloc"}, {"name", "M0"}, {"num_blocks", 64}}).ok);
+  ASSERT_TRUE(rpc("bdev_create", {{"type", "malloc"}, {"name", "M1"}, {"num_blocks", 64}}).ok);
+  Answer answer = rpc("bdev_create", {{"type", "error"}, {"name", "E0"}, {"base_bdev", "M0"}});
+  ASSERT_TRUE(answer.ok) << answer;
+  answer = rpc("bdev_create",
+               {{"type", "delay"}, {"name", "D0"}, {"base_bdev", "M1"}, {"read_latency_us", 100}});
+  ASSERT_TRUE(answer.ok) << answer;
+  // A base cannot be taken twice, be a namespace, or go before the bdev on it.
+  answer = rpc("bdev_create", {{"type", "delay"}, {"name", "D1"}, {"base_bdev", "M0"}});
+  EXPECT_EQ(answer.code, code::failed) << answer;
+  EXPECT_EQ(answer.message, "base_bdev: \"M0\" is already the base of \"E0\"");
+  answer = rpc("bdev_create", {{"type", "delay"}, {"name", "D1"}, {"base_bdev", "M9"}});
+  EXPECT_EQ(answer.message, "base_bdev: no bdev named \"M9\"") << answer;
+  ASSERT_TRUE(rpc("subsystem_create", {{"nqn", kNqn}}).ok);
+  answer = rpc("namespace_add", {{"nqn", kNqn}, {"bdev", "M1"}});
+  EXPECT_EQ(answer.code, code::busy) << answer;
+  EXPECT_EQ(answer.message, "bdev: \"M1\" is the base of delay bdev \"D0\"; name that one instead");
+  answer = rpc("bdev_delete", {{"name", "M0"}});
+  EXPECT_EQ(answer.code, code::busy) << answer;
+  EXPECT_EQ(answer.message, "bdev M0 is the base of bdev E0; delete that one first");
+
+  // The rule, set and read back; bdev_list and save_config show it.
+  answer = rpc("bdev_error_inject",
+               {{"name", "E0"}, {"io_types", {"read"}}, {"count", 2}, {"sct", 2}, {"sc", 0x81}});
+  ASSERT_TRUE(answer.ok) << answer;
+  EXPECT_EQ(answer.result, Json::parse(R"({"io_types": ["read"], "action": "fail", "count": 2,
+                                           "every_nth": 1, "sct": 2, "sc": 129, "dnr": false})"));
+  const Json rule = answer.result;
+  for (const Json& entry : rpc("bdev_list").result) {
+    if (entry["name"] == "E0") {
+      EXPECT_EQ(entry["config"]["inject"], rule);
+      EXPECT_EQ(entry["config"]["base_bdev"], "M0");
+      EXPECT_EQ(entry["type"], "error");
+    }
+  }
+  const Json saved = rpc("save_config").result;
+  ASSERT_EQ(saved["bdevs"].size(), 4u);
+  EXPECT_EQ(saved["bdevs"][2]["name"], "E0");  // creation order: bases first
+  EXPECT_EQ(saved["bdevs"][2]["inject"], rule);
+  EXPECT_EQ(saved["bdevs"][3]["read_latency_us"], 100);
+  std::string message;
+  ASSERT_TRUE(target::parse_target_config(saved.dump(), &message)) << message;
+
+  // Errors name the parameter; the rule stays.
+  answer = rpc("bdev_error_inject", {{"name", "E0"}, {"nth", 2}});
+  EXPECT_EQ(answer.code, code::invalid_params) << answer;
+  EXPECT_EQ(answer.message, "params.nth: unknown key");
+  answer = rpc("bdev_error_inject", {{"name", "E0"}, {"sct", 9}});
+  EXPECT_EQ(answer.message, "params.sct: 9 is outside [0, 7]") << answer;
+  answer = rpc("bdev_error_inject", {{"name", "M1"}});
+  EXPECT_EQ(answer.code, code::invalid_params) << answer;
+  EXPECT_EQ(answer.message, "params.name: bdev \"M1\" is a malloc bdev, not an error bdev");
+  answer = rpc("bdev_error_inject", {{"name", "E9"}});
+  EXPECT_EQ(answer.code, code::not_found) << answer;
+  EXPECT_EQ(bdev::as_error_bdev(*registry_.find("E0"))->injection().count, 2u);
+  // Cleared: io_types [].
+  answer = rpc("bdev_error_inject", {{"name", "E0"}, {"io_types", Json::array()}});
+  ASSERT_TRUE(answer.ok) << answer;
+  EXPECT_EQ(bdev::as_error_bdev(*registry_.find("E0"))->injection().io_types, 0u);
+
+  answer = rpc("bdev_error_release_dropped", {{"name", "E0"}, {"fate", "abort"}});
+  ASSERT_TRUE(answer.ok) << answer;
+  EXPECT_EQ(answer.result, Json({{"failed", 0}, {"dropped", 0}}));
+  answer = rpc("bdev_error_release_dropped", {{"name", "E0"}, {"fate", "later"}});
+  EXPECT_EQ(answer.code, code::invalid_params) << answer;
+  EXPECT_EQ(answer.message, "params.fate: \"later\" is not submit or abort");
+
+  answer = rpc("bdev_delay_stall", {{"name", "D0"}, {"stall", true}});
+  ASSERT_TRUE(answer.ok) << answer;
+  EXPECT_TRUE(bdev::as_delay_bdev(*registry_.find("D0"))->stalled());
+  ASSERT_TRUE(rpc("bdev_delay_stall", {{"name", "D0"}, {"stall", false}}).ok);
+  EXPECT_FALSE(bdev::as_delay_bdev(*registry_.find("D0"))->stalled());
+  answer = rpc("bdev_delay_stall", {{"name", "E0"}, {"stall", true}});
+  EXPECT_EQ(answer.message, "params.name: bdev \"E0\" is not a delay bdev") << answer;
+  answer = rpc("bdev_delay_stall", {{"name", "D0"}});
+  EXPECT_EQ(answer.code, code::invalid_params) << answer;
+
+  // Top down they go.
+  ASSERT_TRUE(rpc("bdev_delete", {{"name", "E0"}}).ok);
+  ASSERT_TRUE(rpc("bdev_delete", {{"name", "M0"}}).ok);
 }
 
 TEST_F(NvmfTgtRpcTest, SubsystemCreateListDelete) {

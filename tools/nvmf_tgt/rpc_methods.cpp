@@ -191,6 +191,10 @@ class Methods {
     const std::string name = rpc::param_string(params, "name");
     bdev::Bdev* bdev = ctx_.registry.find(name);
     if (bdev == nullptr) return no_bdev(name);
+    if (const bdev::Bdev* user = bdev->claimed_by(); user != nullptr) {
+      return error(error_code::busy, "bdev " + name + " is the base of bdev " + user->name() +
+                                         "; delete that one first");
+    }
     for (const target::SubsystemInfo& subsystem : ctx_.target.subsystems_info()) {
       for (const target::NamespaceInfo& ns : subsystem.namespaces) {
         if (ns.bdev != name) continue;
@@ -246,6 +250,71 @@ class Methods {
       list.push_back(std::move(entry));
     });
     return list;
+  }
+
+  // The error bdev's rule: {name, io_types, action, count, every_nth, sct, sc, dnr} as the
+  // "inject" object of its configuration; io_types [] clears it.
+  Outcome bdev_error_inject(const Json& params) {
+    const std::string name = rpc::param_string(params, "name");
+    bdev::Bdev* found = ctx_.registry.find(name);
+    if (found == nullptr) return no_bdev(name);
+    bdev::ErrorBdev* error_bdev = bdev::as_error_bdev(*found);
+    if (error_bdev == nullptr) {
+      return error(error_code::invalid_params, "params.name: bdev " + in_quotes(name) + " is a " +
+                                                   found->backend_name() +
+                                                   " bdev, not an error bdev");
+    }
+    std::string message;
+    auto injection = target::parse_error_injection(without(params, {"name"}), "params", &message);
+    if (!injection) return error(error_code::invalid_params, message);
+    if (auto set = error_bdev->inject(*injection); !set) {
+      return error(error_code::invalid_params,
+                   std::string("params.") + set.error().detail + ": refused by the error bdev");
+    }
+    return Json::parse(target::error_injection_to_json(error_bdev->injection()));
+  }
+
+  // What becomes of the I/O an error bdev dropped: {name, fate: "submit" | "abort"}.
+  Outcome bdev_error_release_dropped(const Json& params) {
+    rpc::params_allow_only(params, {"name", "fate"});
+    const std::string name = rpc::param_string(params, "name");
+    const std::string fate = rpc::param_string(params, "fate");
+    bdev::Bdev* found = ctx_.registry.find(name);
+    if (found == nullptr) return no_bdev(name);
+    bdev::ErrorBdev* error_bdev = bdev::as_error_bdev(*found);
+    if (error_bdev == nullptr) {
+      return error(error_code::invalid_params,
+                   "params.name: bdev " + in_quotes(name) + " is not an error bdev");
+    }
+    if (fate != "submit" && fate != "abort") {
+      return error(error_code::invalid_params,
+                   "params.fate: " + in_quotes(fate) + " is not submit or abort");
+    }
+    error_bdev->release_dropped(fate == "submit" ? bdev::DroppedFate::submit
+                                                 : bdev::DroppedFate::abort);
+    const bdev::ErrorBdevCounters counters = error_bdev->counters();
+    return Json{{"failed", counters.failed}, {"dropped", counters.dropped}};
+  }
+
+  // Stalls or releases every I/O of a delay bdev: {name, stall: bool}.
+  Outcome bdev_delay_stall(const Json& params) {
+    rpc::params_allow_only(params, {"name", "stall"});
+    const std::string name = rpc::param_string(params, "name");
+    const bool stall = required_bool(params, "stall");
+    bdev::Bdev* found = ctx_.registry.find(name);
+    if (found == nullptr) return no_bdev(name);
+    bdev::DelayBdev* delay = bdev::as_delay_bdev(*found);
+    if (delay == nullptr) {
+      return error(error_code::invalid_params,
+                   "params.name: bdev " + in_quotes(name) + " is not a delay bdev");
+    }
+    if (stall) {
+      delay->stall();
+    } else {
+      delay->release();
+    }
+    NVMF_NOTICELOG(nvmf_tgt_rpc, "delay bdev %s %s", name.c_str(), stall ? "stalled" : "released");
+    return Json(nullptr);
   }
 
   // -- subsystems --
@@ -338,6 +407,7 @@ class Methods {
     }
     auto added = target::build_namespace(*parsed, nqn, ctx_.registry, ctx_.target, "", &message);
     if (!added) {
+      if (added.error().code == Errc::busy) return error(error_code::busy, message);
       if (added.error().code == Errc::out_of_range) {
         return error(error_code::failed, "subsystem " + nqn + " has no free NSID (max_namespaces " +
                                              std::to_string(subsystem.max_namespaces) + ")");
@@ -590,8 +660,9 @@ class Methods {
   }
 
   // The bdev's configuration with the UUID it was given written down (generated at creation
-  // when the configuration had none), so namespaces keep theirs after a restart. An nvme
-  // bdev's UUID is the device's: not configurable.
+  // when the configuration had none), so namespaces keep theirs after a restart, and an error
+  // bdev's rule as last set (bdev_error_inject). An nvme bdev's UUID is the device's: not
+  // configurable.
   static target::BdevConfig effective_config(target::BdevConfig config, const bdev::Bdev& live) {
     switch (config.kind) {
       case target::BdevKind::null:
@@ -604,6 +675,18 @@ class Methods {
         config.uring_opts.uuid = live.uuid();
         break;
       case target::BdevKind::nvme:
+        break;
+      case target::BdevKind::delay:
+        config.delay_opts.uuid = live.uuid();
+        if (const bdev::DelayBdev* delay = bdev::as_delay_bdev(live)) {
+          config.delay_opts.latency = delay->latency();
+        }
+        break;
+      case target::BdevKind::error:
+        config.error_opts.uuid = live.uuid();
+        if (const bdev::ErrorBdev* error_bdev = bdev::as_error_bdev(live)) {
+          config.error_opts.injection = error_bdev->injection();
+        }
         break;
     }
     return config;
@@ -752,6 +835,15 @@ void register_rpc_methods(rpc::Dispatcher& dispatcher, RpcContext& context) {
       &Methods::bdev_create);
   add("bdev_delete", "delete a bdev no namespace uses: {name}", &Methods::bdev_delete);
   add("bdev_list", "list the bdevs with their geometry and configuration", &Methods::bdev_list);
+  add("bdev_error_inject",
+      "set an error bdev's rule: {name, io_types?, action?, count?, every_nth?, sct?, sc?, dnr?} "
+      "-> the rule; io_types [] clears it",
+      &Methods::bdev_error_inject);
+  add("bdev_error_release_dropped",
+      "complete the I/O an error bdev dropped: {name, fate: submit|abort} -> {failed, dropped}",
+      &Methods::bdev_error_release_dropped);
+  add("bdev_delay_stall", "stall or release every I/O of a delay bdev: {name, stall}",
+      &Methods::bdev_delay_stall);
   add("subsystem_create",
       "create a subsystem: {nqn, serial_number, model_number, allow_any_host, hosts, "
       "max_namespaces} -> {nqn}",

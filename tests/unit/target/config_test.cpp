@@ -211,8 +211,9 @@ TEST(ConfigTest, BadNamesAndIdentifiers) {
                             "subsystems": [{"nqn": "nqn.2026-01.io.example:a",
                               "namespaces": [{"bdev": "M", "eui64": "00112233"}]}]})"),
             "subsystems[0].namespaces[0].eui64: \"00112233\" is not 16 hex digits");
-  EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "ramdisk", "name": "R"}]})"),
-            "bdevs[0].type: \"ramdisk\" is not a bdev type (null, malloc, uring, nvme)");
+  EXPECT_EQ(
+      parse_error(R"({"bdevs": [{"type": "ramdisk", "name": "R"}]})"),
+      "bdevs[0].type: \"ramdisk\" is not a bdev type (null, malloc, uring, nvme, delay, error)");
 }
 
 TEST(ConfigTest, Duplicates) {
@@ -395,6 +396,306 @@ TEST_F(NvmeBuildTest, IdentifyDataReachesHostsAndRemovalTakesTheNamespaceAway) {
     teardown_queues();
     target_.reset();  // namespaces go before the registry's bdevs
   }
+}
+
+TEST_F(NvmeBuildTest, RemovalReachesTheNamespaceOfABdevStackedOnTheDevice) {
+  nvme_pcie::model::ModelController* model = nullptr;
+  bdev::NvmeControllerPool pool(model_opener(&model), nvme_pcie::ControllerOpts{});
+  std::string message;
+  auto parsed = parse_target_config(R"({
+    "bdevs": [ { "type": "nvme", "name": "Nvme0n1", "pci": "0000:00:04.0" },
+               { "type": "delay", "name": "Slow0", "base_bdev": "Nvme0n1" },
+               { "type": "error", "name": "Flaky0", "base_bdev": "Slow0" } ],
+    "subsystems": [ { "nqn": "nqn.2026-01.io.example:ssd", "allow_any_host": true,
+                      "namespaces": [ { "bdev": "Flaky0" } ] } ] })",
+                                    &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  {
+    bdev::BdevRegistry registry;
+    ASSERT_TRUE(build_target(*parsed, registry, *target_, &message, &pool).has_value()) << message;
+    ASSERT_NE(model, nullptr);
+    FakeQueue& admin = connect_admin(nullptr, "nqn.2026-01.io.example:ssd");
+    enable(admin);
+    const auto ns = as<spec::IdentifyNamespace>(
+        run(admin, spec::make_identify(0, spec::cns::namespace_data, 1), {}, 4096).data);
+    EXPECT_EQ(ns.nsze, 8192u);  // the device's geometry, through both bdevs
+    model->remove();
+    bool gone = false;
+    for (int i = 0; i < 2000 && !gone; ++i) {
+      const auto list = as<spec::ActiveNamespaceList>(
+          run(admin, spec::make_identify(0, spec::cns::active_namespace_list), {}, 4096).data);
+      gone = list.nsid[0] == 0;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(gone) << "the namespace on the error bdev on the delay bdev on the device";
+    teardown_queues();
+    target_.reset();  // namespaces go before the registry's bdevs
+  }
+}
+
+// ---- delay and error bdevs ----
+
+constexpr const char* kWrappedBdevs = R"({
+  "bdevs": [
+    { "type": "malloc", "name": "M0", "num_blocks": 256 },
+    { "type": "delay", "name": "D0", "base_bdev": "M0", "read_latency_us": 10,
+      "write_latency_us": 20, "flush_latency_us": 30, "jitter_us": 5,
+      "uuid": "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9" },
+    { "type": "null", "name": "N0" },
+    { "type": "error", "name": "E0", "base_bdev": "N0",
+      "inject": { "io_types": ["read", "unmap"], "action": "drop", "count": 3, "every_nth": 2,
+                  "sct": 2, "sc": 129, "dnr": true } },
+    { "type": "error", "name": "E1", "base_bdev": "D0" }
+  ],
+  "subsystems": [ { "nqn": "nqn.2026-01.io.example:w", "namespaces": [ { "bdev": "E0" },
+                                                                      { "bdev": "E1" } ] } ]
+})";
+
+TEST(ConfigTest, DelayAndErrorBdevsParseWithTheirDefaults) {
+  std::string message;
+  auto parsed = parse_target_config(kWrappedBdevs, &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  const std::vector<BdevConfig>& bdevs = parsed->bdevs;
+  ASSERT_EQ(bdevs.size(), 5u);
+  EXPECT_EQ(bdevs[1].kind, BdevKind::delay);
+  EXPECT_EQ(*bdevs[1].base_bdev(), "M0");
+  EXPECT_EQ(bdevs[1].delay_opts.name, "D0");
+  EXPECT_EQ(bdevs[1].delay_opts.latency.read_latency_us, 10u);
+  EXPECT_EQ(bdevs[1].delay_opts.latency.write_latency_us, 20u);
+  EXPECT_EQ(bdevs[1].delay_opts.latency.flush_latency_us, 30u);
+  EXPECT_EQ(bdevs[1].delay_opts.latency.jitter_us, 5u);
+  EXPECT_EQ(bdevs[1].delay_opts.uuid[0], 0x0a);
+  EXPECT_EQ(bdevs[0].base_bdev(), nullptr);
+  const bdev::ErrorInjection& rule = bdevs[3].error_opts.injection;
+  EXPECT_EQ(bdevs[3].kind, BdevKind::error);
+  EXPECT_EQ(rule.io_types,
+            bdev::io_type_bit(bdev::IoType::read) | bdev::io_type_bit(bdev::IoType::unmap));
+  EXPECT_EQ(rule.action, bdev::ErrorAction::drop);
+  EXPECT_EQ(rule.count, 3u);
+  EXPECT_EQ(rule.every_nth, 2u);
+  EXPECT_EQ(rule.sct, 2);
+  EXPECT_EQ(rule.sc, 129);
+  EXPECT_TRUE(rule.dnr);
+  // No "inject": no rule. An "inject" without io_types: every type, SPDK's default status.
+  EXPECT_EQ(bdevs[4].error_opts.injection, bdev::ErrorInjection{});
+  auto every = parse_error_injection(R"({"count": 1})", "inject", &message);
+  ASSERT_TRUE(every.has_value()) << message;
+  EXPECT_EQ(every->io_types, bdev::kAllIoTypes);
+  EXPECT_EQ(every->sct, 0);
+  EXPECT_EQ(every->sc, 0x06);  // Internal Error
+  EXPECT_FALSE(every->dnr);
+  auto none = parse_error_injection(R"({"io_types": []})", "inject", &message);
+  ASSERT_TRUE(none.has_value()) << message;
+  EXPECT_EQ(none->io_types, 0u);
+}
+
+TEST(ConfigTest, DelayAndErrorBdevErrorsNameTheField) {
+  const auto bdevs = [](const std::string& entries) {
+    return parse_error(R"({"bdevs": [{"type": "malloc", "name": "M0"}, )" + entries + "]}");
+  };
+  EXPECT_EQ(bdevs(R"({"type": "delay", "name": "D0"})"), "bdevs[1].base_bdev: required");
+  EXPECT_EQ(bdevs(R"({"type": "delay", "name": "D0", "base_bdev": ""})"),
+            "bdevs[1].base_bdev: must not be empty");
+  EXPECT_EQ(bdevs(R"({"type": "delay", "name": "D0", "base_bdev": "D0"})"),
+            "bdevs[1].base_bdev: a bdev cannot be its own base");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "E1"},
+                     {"type": "error", "name": "E1", "base_bdev": "M0"})"),
+            "bdevs[1].base_bdev: no bdev named \"E1\" earlier in bdevs");
+  EXPECT_EQ(bdevs(R"({"type": "delay", "name": "D0", "base_bdev": "M0"},
+                     {"type": "error", "name": "E0", "base_bdev": "M0"})"),
+            "bdevs[2].base_bdev: \"M0\" is already the base of \"D0\"");
+  EXPECT_EQ(bdevs(R"({"type": "delay", "name": "D0", "base_bdev": "M0", "queue_depth": 8})"),
+            "bdevs[1].queue_depth: unknown key");
+  EXPECT_EQ(
+      bdevs(R"({"type": "delay", "name": "D0", "base_bdev": "M0", "read_latency_us": 60000001})"),
+      "bdevs[1].read_latency_us: 60000001 is outside [0, 60000000]");
+  EXPECT_EQ(bdevs(R"({"type": "delay", "name": "D0", "base_bdev": "M0", "jitter_us": -1})"),
+            "bdevs[1].jitter_us: expected an unsigned integer, got a negative integer");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0", "inject": 1})"),
+            "bdevs[1].inject: expected an object, got an unsigned integer");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0",
+                      "inject": {"io_types": ["read", "trim"]}})"),
+            "bdevs[1].inject.io_types[1]: \"trim\" is not read, write, flush, write_zeroes, unmap "
+            "or all");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0",
+                      "inject": {"io_types": "read"}})"),
+            "bdevs[1].inject.io_types: expected an array, got a string");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0",
+                      "inject": {"action": "explode"}})"),
+            "bdevs[1].inject.action: \"explode\" is not fail or drop");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0",
+                      "inject": {"every_nth": 0}})"),
+            "bdevs[1].inject.every_nth: 0 is outside [1, 18446744073709551615]");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0", "inject": {"sct": 8}})"),
+            "bdevs[1].inject.sct: 8 is outside [0, 7]");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0", "inject": {"sc": 0}})"),
+            "bdevs[1].inject.sc: 0 with sct 0 is Successful Completion, not a failure");
+  EXPECT_EQ(bdevs(R"({"type": "error", "name": "E0", "base_bdev": "M0", "inject": {"nth": 2}})"),
+            "bdevs[1].inject.nth: unknown key");
+  // A base is reached only through the bdev on top of it.
+  EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "malloc", "name": "M0"},
+                                      {"type": "error", "name": "E0", "base_bdev": "M0"}],
+                           "subsystems": [{"nqn": "nqn.2026-01.io.example:a",
+                                           "namespaces": [{"bdev": "E0"}, {"bdev": "M0"}]}]})"),
+            "subsystems[0].namespaces[1].bdev: \"M0\" is the base of error bdev \"E0\"; name that "
+            "one instead");
+}
+
+TEST(ConfigTest, DelayAndErrorBdevsRoundTripThroughSaveConfig) {
+  std::string message;
+  auto first = parse_target_config(kWrappedBdevs, &message);
+  ASSERT_TRUE(first.has_value()) << message;
+  const std::string written = target_config_to_json(*first);
+  auto second = parse_target_config(written, &message);
+  ASSERT_TRUE(second.has_value()) << message << "\n" << written;
+  EXPECT_EQ(target_config_to_json(*second), written);
+  const auto saved = nlohmann::json::parse(written);
+  EXPECT_EQ(saved["bdevs"][1],
+            nlohmann::json::parse(R"({"type": "delay", "name": "D0", "base_bdev": "M0",
+                                      "uuid": "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9",
+                                      "read_latency_us": 10, "write_latency_us": 20,
+                                      "flush_latency_us": 30, "jitter_us": 5})"));
+  EXPECT_EQ(saved["bdevs"][3]["inject"],
+            nlohmann::json::parse(R"({"io_types": ["read", "unmap"], "action": "drop",
+                                      "count": 3, "every_nth": 2, "sct": 2, "sc": 129,
+                                      "dnr": true})"));
+  // No rule is written out as one that hits nothing.
+  EXPECT_EQ(saved["bdevs"][4]["inject"]["io_types"], nlohmann::json::array());
+  EXPECT_EQ(second->bdevs[3].error_opts.injection, first->bdevs[3].error_opts.injection);
+  EXPECT_EQ(second->bdevs[4].error_opts.injection, bdev::ErrorInjection{});
+  EXPECT_EQ(bdev_config_to_json(second->bdevs[1]), bdev_config_to_json(first->bdevs[1]));
+  // "all" stays "all".
+  auto all = parse_error_injection(R"({"io_types": ["all"]})", "inject", &message);
+  ASSERT_TRUE(all.has_value()) << message;
+  EXPECT_EQ(nlohmann::json::parse(error_injection_to_json(*all))["io_types"],
+            nlohmann::json::parse(R"(["all"])"));
+}
+
+class WrappedBdevTest : public TargetTest {
+ protected:
+  // NS 3 of the fixture's subsystem on bdev `name` of `registry`.
+  void add_namespace(bdev::BdevRegistry& registry, const std::string& name) {
+    std::string message;
+    NamespaceConfig ns;
+    ns.nsid = 3;
+    ns.bdev = name;
+    ASSERT_TRUE(build_namespace(ns, kSubsystemNqn, registry, *target_, "", &message).has_value())
+        << message;
+  }
+};
+
+TEST_F(WrappedBdevTest, AnInjectedStatusReachesTheHostAsChosen) {
+  std::string message;
+  auto parsed = parse_target_config(R"({"bdevs": [
+      { "type": "malloc", "name": "W0", "num_blocks": 64 },
+      { "type": "error", "name": "E0", "base_bdev": "W0",
+        "inject": { "io_types": ["read"], "count": 1, "sct": 2, "sc": 129, "dnr": true } } ]})",
+                                    &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  bdev::BdevRegistry registry;
+  ASSERT_TRUE(build_target(*parsed, registry, *target_, &message).has_value()) << message;
+  add_namespace(registry, "E0");
+  uint16_t cntlid = 0;
+  bring_up(&cntlid);
+  FakeQueue& io = connect_io(cntlid, 1);
+  const std::vector<uint8_t> data = pattern(512, 3);
+  EXPECT_TRUE(run(io, io_sqe(spec::nvm_opcode::write, 3, 7, 1), data).ok());
+  const Completion failed = run(io, io_sqe(spec::nvm_opcode::read, 3, 7, 1), {}, 512);
+  EXPECT_EQ(failed.status().sct, spec::sct::media_data_integrity);
+  EXPECT_EQ(failed.status().sc, spec::sc_media::unrecovered_read_error);
+  EXPECT_TRUE(failed.status().dnr);
+  const Completion read = run(io, io_sqe(spec::nvm_opcode::read, 3, 7, 1), {}, 512);
+  ASSERT_TRUE(read.ok());  // count 1: the rule is used up
+  EXPECT_EQ(read.data, data);
+  // Changed at run time: the next flush fails with SPDK's default, Internal Error.
+  bdev::ErrorBdev* error_bdev = bdev::as_error_bdev(*registry.find("E0"));
+  ASSERT_NE(error_bdev, nullptr);
+  ASSERT_TRUE(error_bdev->inject({.io_types = bdev::io_type_bit(bdev::IoType::flush)}));
+  const Completion flush = run(io, spec::make_sqe(spec::nvm_opcode::flush, 0, 3));
+  EXPECT_EQ(flush.status().sct, spec::sct::generic);
+  EXPECT_EQ(flush.status().sc, spec::sc_generic::internal_error);
+  EXPECT_FALSE(flush.status().dnr);
+  teardown_queues();
+  target_.reset();  // namespaces go before the registry's bdevs
+}
+
+TEST_F(WrappedBdevTest, AStalledNamespaceHoldsOnlyItsOwnIo) {
+  std::string message;
+  auto parsed = parse_target_config(R"({"bdevs": [
+      { "type": "malloc", "name": "W0", "num_blocks": 64 },
+      { "type": "delay", "name": "D0", "base_bdev": "W0" } ]})",
+                                    &message);
+  ASSERT_TRUE(parsed.has_value()) << message;
+  bdev::BdevRegistry registry;
+  ASSERT_TRUE(build_target(*parsed, registry, *target_, &message).has_value()) << message;
+  add_namespace(registry, "D0");
+  uint16_t cntlid = 0;
+  bring_up(&cntlid);
+  FakeQueue& io = connect_io(cntlid, 1);
+  bdev::DelayBdev* delay = bdev::as_delay_bdev(*registry.find("D0"));
+  ASSERT_NE(delay, nullptr);
+  delay->stall();
+  const uint16_t stuck = io.submit(io_sqe(spec::nvm_opcode::write, 3, 0, 1), pattern(512, 4));
+  // NS 1 (malloc) on the same queue is served meanwhile.
+  EXPECT_TRUE(run(io, io_sqe(spec::nvm_opcode::write, 1, 0, 1), pattern(512, 5)).ok());
+  for (int i = 0; i < 100; ++i) harness_.poll_round();
+  EXPECT_FALSE(io.completed(stuck));
+  delay->release();
+  const Completion done = wait(io, stuck);
+  EXPECT_TRUE(done.ok());
+  teardown_queues();
+  target_.reset();
+}
+
+TEST_F(WrappedBdevTest, BuildRefusesABaseThatIsANamespaceOrTaken) {
+  bdev::BdevRegistry registry;
+  std::string message;
+  auto base =
+      parse_bdev_config(R"({"type": "malloc", "name": "W0", "num_blocks": 64})", "", &message);
+  ASSERT_TRUE(base.has_value()) << message;
+  ASSERT_TRUE(build_bdev(*base, registry, *target_, "", &message).has_value()) << message;
+  auto error_config =
+      parse_bdev_config(R"({"type": "error", "name": "E0", "base_bdev": "W0"})", "", &message);
+  ASSERT_TRUE(error_config.has_value()) << message;
+  auto unknown =
+      parse_bdev_config(R"({"type": "delay", "name": "D9", "base_bdev": "nope"})", "", &message);
+  ASSERT_TRUE(unknown.has_value()) << message;
+
+  // Not registered.
+  EXPECT_FALSE(build_bdev(*unknown, registry, *target_, "bdevs[4]", &message).has_value());
+  EXPECT_EQ(message, "bdevs[4].base_bdev: no bdev named \"nope\"");
+  // A namespace already: refused, the base stays free.
+  add_namespace(registry, "W0");
+  auto refused = build_bdev(*error_config, registry, *target_, "", &message);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, Errc::busy);
+  EXPECT_EQ(message, std::string("base_bdev: \"W0\" is used by namespace 3 of ") + kSubsystemNqn +
+                         " (a base cannot be a namespace)");
+  EXPECT_EQ(registry.find("W0")->claimed_by(), nullptr);
+  ASSERT_TRUE(target_->remove_namespace(kSubsystemNqn, 3).has_value());
+  harness_.poll_until_idle(100);  // the poll group closes its channel to W0
+  // Free now; then a second bdev on it, and a namespace on it, are refused.
+  ASSERT_TRUE(build_bdev(*error_config, registry, *target_, "", &message).has_value()) << message;
+  auto delay_config =
+      parse_bdev_config(R"({"type": "delay", "name": "D0", "base_bdev": "W0"})", "", &message);
+  ASSERT_TRUE(delay_config.has_value()) << message;
+  EXPECT_FALSE(build_bdev(*delay_config, registry, *target_, "", &message).has_value());
+  EXPECT_EQ(message, "base_bdev: \"W0\" is already the base of \"E0\"");
+  NamespaceConfig ns;
+  ns.bdev = "W0";
+  auto added = build_namespace(ns, kSubsystemNqn, registry, *target_, "namespaces[0]", &message);
+  ASSERT_FALSE(added.has_value());
+  EXPECT_EQ(added.error().code, Errc::busy);
+  EXPECT_EQ(message,
+            "namespaces[0].bdev: \"W0\" is the base of error bdev \"E0\"; name that one instead");
+  // The target refuses it too when asked directly.
+  NamespaceOpts direct;
+  direct.bdev = registry.find("W0");
+  EXPECT_EQ(target_->add_namespace(kSubsystemNqn, direct).error().code, Errc::busy);
+  // And the registry keeps the base while the error bdev stands.
+  EXPECT_EQ(registry.remove("W0").error().code, Errc::busy);
+  teardown_queues();
+  target_.reset();
 }
 
 }  // namespace
