@@ -3,11 +3,12 @@
 #
 # Builds the libFuzzer targets (tests/fuzz, CMake option NVMF_FUZZ, clang) in their own build
 # folder and runs each one for N inputs or S seconds, whichever comes first when both are
-# given (default: 60 seconds), one after the other, starting from its seed corpus (tests/fuzz/corpus/TARGET) with its dictionary. Prints
-# per target the inputs executed, exec/s, coverage (libFuzzer's cov: edges, ft: features),
-# the corpus it grew to, the wall time and the findings, with the commit, the machine and its
-# load before and after; the same table goes to DIR/fuzz-runs/summary.md. TARGET is a name
-# without the fuzz_ prefix (sgl_parse, rpc, ...); none means all of them.
+# given (default: 60 seconds), one after the other, each from its seed corpus
+# (tests/fuzz/corpus/TARGET) with its dictionary. Prints per target the inputs executed,
+# exec/s, coverage (libFuzzer's cov: edges, ft: features), the corpus it grew to, the wall
+# time and the findings, with the commit, the machine and its load before and after; the
+# same table goes to DIR/fuzz-runs/summary.md. TARGET is a name without the fuzz_ prefix
+# (sgl_parse, rpc, ...); none means all of them. DIR is build-fuzz unless --build-dir.
 #
 # Everything a run writes stays in DIR/fuzz-runs/TARGET/: corpus/ (the inputs it found; the
 # seeds in the source tree are never touched), TARGET.log (libFuzzer's output) and findings

@@ -92,7 +92,9 @@ void Controller::set_state(ControllerState next) noexcept {
       allowed = next == S::disabled || next == S::failed || next == S::destroying;
       break;
     case S::failed:
-      allowed = next == S::disabled || next == S::destroying;
+      // A host may reset (CC.EN = 0) or shut down (CC.SHN) a failed controller; cc_write
+      // completes the shutdown as for any other state (Linux nvmet does the same).
+      allowed = next == S::disabled || next == S::shutdown || next == S::destroying;
       break;
     case S::destroying:
       allowed = false;
