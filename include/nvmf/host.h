@@ -255,6 +255,14 @@ class Controller {
   // Admin thread: keep-alive, async events, admin completions. Returns completions handled.
   int process_admin_completions();
 
+  // Asks every I/O qpair of the controller, those allocated later included, to switch to
+  // `policy` (IoQpair::set_memreg_policy): each qpair's owner thread takes the request at its
+  // next process_completions() (one atomic load there; no lock on the data path), so
+  // a qpair switches only while its owner polls. A later call replaces an earlier one.
+  // Errors, asking nothing: invalid_argument (not a MemregPolicy), not_supported (the
+  // device cannot do `policy`), bad_state (not connected). Any thread, like alloc_io_qpair().
+  Result<void> set_memreg_policy(MemregPolicy policy);
+
   // Shuts the controller down: every I/O qpair still allocated is disconnected (each
   // outstanding callback runs once, aborted; call from the thread that owns them, or free them
   // first), CC.SHN = normal and wait for CSTS.SHST, then the admin queue goes. Idempotent.
@@ -326,12 +334,24 @@ struct IoQpairStats {
   uint64_t submitted = 0;
   uint64_t completed = 0;
   uint64_t errors = 0;        // completions with a non-success status
-  uint64_t busy = 0;          // submits refused because the queue was full
+  uint64_t busy = 0;          // submits refused: the queue was full, reconnecting or switching
   uint64_t in_capsule_writes = 0;
   uint64_t qp_errors = 0;     // the queue pair failed (a bind's status 6 included)
   uint64_t bind_errors = 0;   // memory window binds that failed
   uint64_t reconnects = 0;    // successful reconnects of this queue
   uint64_t resubmitted = 0;   // commands sent again after a reconnect
+  // The work behind the I/Os, counted as posted (reconnects included): divided by the I/Os
+  // completed, what a memory-registration policy costs per I/O, free of timing noise (the
+  // doorbells aside: how many WRs share one depends on how many completions a poll finds).
+  uint64_t sends_posted = 0;              // SEND work requests (command capsules)
+  uint64_t binds_posted = 0;              // BIND_MW (window policies)
+  uint64_t local_invalidates_posted = 0;  // LOCAL_INV (window policies)
+  uint64_t signaled_posted = 0;           // send-queue WRs asking for a completion
+  uint64_t fenced_posted = 0;             // send-queue WRs with IBV_SEND_FENCE
+  uint64_t doorbells = 0;                 // flushes of posted WRs to the HCA
+  uint64_t cqes_reaped = 0;               // work completions polled, receives included
+  uint64_t memreg_switches = 0;           // set_memreg_policy() switches done
+  uint64_t memreg_switch_failures = 0;    // ... whose new policy could not be built
 };
 
 class IoQpair {
@@ -354,6 +374,31 @@ class IoQpair {
   // commands in flight are resent once it is back, or fail after ctrl_loss_timeout_ms).
   bool reconnecting() const noexcept;
   IoQpairStats stats() const noexcept;
+
+  // Switches the queue's memory-registration key policy while it runs, without a reconnect
+  // (ControllerOpts::memreg chose the first). Asynchronous, like all of the data path: from
+  // this call on, submits answer `busy` (as while reconnecting; switching() is true); the
+  // commands in flight complete as usual, and so do the policy's LOCAL_INVs (sagi, deferred);
+  // then process_completions() builds the new policy (allocating its windows: a set-up step)
+  // and submits are taken again. The old windows are deallocated once no work request names
+  // them. No I/O fails because of a switch; stats().memreg_switches counts the switches done.
+  //   - `policy` already in use: nothing to do, success. A request while a switch is pending
+  //     replaces its target; asking for the policy in use then calls the switch off.
+  //   - While reconnecting (or when a QP error ends the drain: recovery wins), the switch
+  //     takes effect with the reconnect: the new queue pair comes up with the new policy and
+  //     the commands it resends use it. A request once the new queue pair is up (Connect
+  //     under way) drains the resent commands first.
+  //   - If the new policy cannot be built (the device is out of memory windows), the old one
+  //     stays: an error is logged and stats().memreg_switch_failures counted.
+  //   - disconnect() during a switch drops the switch; every I/O is still called back once.
+  // Errors, changing nothing: invalid_argument (not a MemregPolicy), not_supported (the
+  // device cannot do `policy`: the window policies need type-2 memory windows), bad_state
+  // (disconnected, or given up after ctrl_loss_timeout_ms). Owner thread.
+  Result<void> set_memreg_policy(MemregPolicy policy) noexcept;
+  // The policy in use (until a switch completes, the old one).
+  MemregPolicy memreg_policy() const noexcept;
+  // A switch was asked for and is not done yet (submits answer busy meanwhile).
+  bool switching() const noexcept;
 
   // Disconnects the queue: every outstanding callback runs once, aborted (SQ deletion), before
   // this returns. Idempotent.

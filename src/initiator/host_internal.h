@@ -38,6 +38,9 @@ struct Host::Impl {
 // The I/O qpairs of a controller, shared with them so either may go first.
 struct QpairRegistry {
   std::atomic<uint64_t> reconnects{0};  // I/O queue reconnects, summed over qpairs
+  // Controller::set_memreg_policy(): (request number << 8) | MemregPolicy; 0 = none yet. Each
+  // qpair's owner thread compares it with the last it took in process_completions().
+  std::atomic<uint32_t> memreg_request{0};
   std::mutex mutex;
   std::vector<bool> qid_used;          // index = QID - 1
   std::vector<IoQpair::Impl*> live;    // allocated and not yet freed
@@ -65,6 +68,8 @@ struct IoQpair::Impl {
   uint32_t max_transfer_bytes = 0;  // 0 = no limit
   spec::DsmRange* dsm_ranges = nullptr;  // one per command slot (index = CID), DMA memory
   void* connect_data = nullptr;          // the Connect command's 1 KiB, DMA memory
+  uint32_t memreg_request_taken = 0;     // the registry's memreg_request this qpair last took
+  bool warned_unsafe = false;            // logged once that a switch chose `unsafe`
   IoQpairStats stats;
 
   ~Impl();
@@ -75,6 +80,10 @@ struct IoQpair::Impl {
   }
   // One step of error recovery; returns callbacks it ran.
   int recover() noexcept;
+  // IoQpair::set_memreg_policy().
+  Result<void> set_memreg_policy(MemregPolicy policy) noexcept;
+  // Controller::set_memreg_policy() asked for another policy: ask the queue.
+  void take_memreg_request(uint32_t request) noexcept;
   void schedule_retry(const char* why) noexcept;
 };
 

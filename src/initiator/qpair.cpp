@@ -31,6 +31,32 @@ memreg::KeyPolicyKind to_key_policy(MemregPolicy policy) {
   return memreg::KeyPolicyKind::global;
 }
 
+MemregPolicy from_key_policy(memreg::KeyPolicyKind kind) {
+  switch (kind) {
+    case memreg::KeyPolicyKind::global:
+      return MemregPolicy::global;
+    case memreg::KeyPolicyKind::unsafe:
+      return MemregPolicy::unsafe;
+    case memreg::KeyPolicyKind::sagi:
+      return MemregPolicy::sagi;
+    case memreg::KeyPolicyKind::max:
+      return MemregPolicy::max;
+    case memreg::KeyPolicyKind::deferred:
+      return MemregPolicy::deferred;
+  }
+  return MemregPolicy::global;
+}
+
+bool known_memreg_policy(MemregPolicy policy) {
+  return static_cast<uint8_t>(policy) <= static_cast<uint8_t>(MemregPolicy::deferred);
+}
+
+// QpairRegistry::memreg_request: the request number above the policy's 8 bits.
+constexpr uint32_t kMemregRequestPolicyBits = 8;
+MemregPolicy requested_policy(uint32_t request) {
+  return static_cast<MemregPolicy>(request & ((1u << kMemregRequestPolicyBits) - 1));
+}
+
 void io_done(HostCommand& command, const spec::Cqe& cqe) {
   auto* qpair = static_cast<IoQpair::Impl*>(command.owner);
   const spec::Status status = cqe.decoded_status();
@@ -96,7 +122,12 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
     qpair->registry = ctrl.registry;
     ctrl.registry->live.push_back(qpair.get());
     ++ctrl.stats.io_qpairs_allocated;
+    // Under the mutex Controller::set_memreg_policy() takes: a request made before this qpair
+    // was registered is its first policy, a later one it takes when polled.
+    qpair->memreg_request_taken = ctrl.registry->memreg_request.load(std::memory_order_relaxed);
   }
+  const uint32_t request = qpair->memreg_request_taken;
+  const MemregPolicy first_policy = request != 0 ? requested_policy(request) : ctrl.opts.memreg;
 
   const uint16_t entries = qpair_opts.queue_size != 0
                                ? std::min<uint16_t>(qpair_opts.queue_size, ctrl.data.io_queue_size)
@@ -109,7 +140,7 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
   queue_opts.cntlid = ctrl.data.cntlid;
   queue_opts.connect_timeout_ms = ctrl.opts.connect_timeout_ms;
   queue_opts.clock = ctrl.host->clock;
-  queue_opts.key_policy = to_key_policy(ctrl.opts.memreg);
+  queue_opts.key_policy = to_key_policy(first_policy);
   queue_opts.keep_commands_on_error = true;
   qpair->max_transfer_bytes = ctrl.data.max_transfer_bytes;
   qpair->cntlid = ctrl.data.cntlid;
@@ -150,6 +181,8 @@ IoQpair::~IoQpair() = default;
 
 int IoQpair::process_completions(uint32_t max_completions) noexcept {
   IoQpair::Impl& q = *impl_;
+  const uint32_t request = q.registry->memreg_request.load(std::memory_order_acquire);
+  if (request != q.memreg_request_taken) q.take_memreg_request(request);
   int ran = q.queue->poll(max_completions);
   if (q.queue->state() != HostQueueState::connected || q.recovery != Impl::Recovery::none) {
     ran += q.recover();
@@ -166,13 +199,93 @@ bool IoQpair::connected() const noexcept {
 bool IoQpair::reconnecting() const noexcept { return impl_->recovering(); }
 IoQpairStats IoQpair::stats() const noexcept {
   IoQpairStats stats = impl_->stats;
-  stats.in_capsule_writes = impl_->queue->stats().in_capsule_writes;
-  stats.qp_errors = impl_->queue->stats().qp_errors;
-  stats.bind_errors = impl_->queue->stats().bind_errors;
-  stats.resubmitted = impl_->queue->stats().resubmitted;
+  const transport_rdma::HostQueueStats& queue = impl_->queue->stats();
+  stats.in_capsule_writes = queue.in_capsule_writes;
+  stats.qp_errors = queue.qp_errors;
+  stats.bind_errors = queue.bind_errors;
+  stats.resubmitted = queue.resubmitted;
+  stats.sends_posted = queue.sends_posted;
+  stats.binds_posted = queue.binds_posted;
+  stats.local_invalidates_posted = queue.local_invalidates_posted;
+  stats.signaled_posted = queue.signaled_posted;
+  stats.fenced_posted = queue.fenced_posted;
+  stats.doorbells = queue.doorbells;
+  stats.cqes_reaped = queue.cqes_reaped;
+  stats.memreg_switches = queue.key_policy_switches;
+  stats.memreg_switch_failures = queue.key_policy_switch_failures;
   return stats;
 }
 void IoQpair::disconnect() noexcept { impl_->queue->disconnect(); }
+
+// ---------------------------------------------------------------------------------------
+// Memory-registration policy switch (the state machine is the HostQueue's)
+
+Result<void> IoQpair::set_memreg_policy(MemregPolicy policy) noexcept {
+  return impl_->set_memreg_policy(policy);
+}
+
+MemregPolicy IoQpair::memreg_policy() const noexcept {
+  return from_key_policy(impl_->queue->key_policy_kind());
+}
+
+bool IoQpair::switching() const noexcept {
+  return impl_->queue->key_switch_state() != transport_rdma::KeySwitchState::none;
+}
+
+Result<void> IoQpair::Impl::set_memreg_policy(MemregPolicy policy) noexcept {
+  if (!known_memreg_policy(policy)) {
+    return Unexpected(Errc::invalid_argument, "not a memreg policy");
+  }
+  if (recovery == Recovery::gave_up) {
+    return Unexpected(Errc::bad_state, "qpair gave up reconnecting");
+  }
+  auto asked = queue->request_key_policy(to_key_policy(policy));
+  if (!asked) return asked;
+  const bool switching = queue->key_switch_state() != transport_rdma::KeySwitchState::none;
+  if (policy == MemregPolicy::unsafe && switching && !warned_unsafe) {
+    warned_unsafe = true;
+    NVMF_WARNLOG(host_io,
+                 "%s: queue %u: switching to memreg policy 'unsafe', which reuses a "
+                 "memory window before its invalidation is known to have landed (the 2017 "
+                 "nvme-rdma race): for reproduction only",
+                 subnqn.c_str(), qid);
+  }
+  return {};
+}
+
+void IoQpair::Impl::take_memreg_request(uint32_t request) noexcept {
+  memreg_request_taken = request;
+  const MemregPolicy policy = requested_policy(request);
+  auto asked = set_memreg_policy(policy);
+  if (!asked && asked.error().code != Errc::bad_state) {  // a disconnected qpair has no say
+    NVMF_ERRLOG(host_io, "%s: queue %u: the controller's switch to memreg policy %s: %s",
+                subnqn.c_str(), qid, memreg_policy_name(policy), errc_name(asked.error().code));
+  }
+}
+
+Result<void> Controller::set_memreg_policy(MemregPolicy policy) {
+  Impl& ctrl = *impl_;
+  if (!known_memreg_policy(policy)) {
+    return Unexpected(Errc::invalid_argument, "not a memreg policy");
+  }
+  if (!connected() || !ctrl.admin) return Unexpected(Errc::bad_state, "controller not connected");
+  // Every queue of the controller is on the admin queue's device (one address).
+  if (!ctrl.admin->supports_key_policy(to_key_policy(policy))) {
+    NVMF_ERRLOG(host_io,
+                "%s: memreg policy %s needs type-2 memory windows, which the device "
+                "lacks",
+                ctrl.trid.subnqn.c_str(), memreg_policy_name(policy));
+    return Unexpected(Errc::not_supported, "memreg policy: no type-2 memory windows");
+  }
+  std::lock_guard<std::mutex> lock(ctrl.registry->mutex);
+  const uint32_t previous = ctrl.registry->memreg_request.load(std::memory_order_relaxed);
+  uint32_t number = (previous >> kMemregRequestPolicyBits) + 1;
+  if ((number << kMemregRequestPolicyBits) == 0) number = 1;  // wrapped: 0 means "none"
+  ctrl.registry->memreg_request.store(
+      (number << kMemregRequestPolicyBits) | static_cast<uint32_t>(policy),
+      std::memory_order_release);
+  return {};
+}
 
 // ---------------------------------------------------------------------------------------
 // Error recovery
@@ -303,6 +416,10 @@ Result<void> submit(IoQpair& qpair, const spec::Sqe& sqe, DataDirection directio
       return Unexpected(Errc::busy, "qpair reconnecting");
     }
     return Unexpected(Errc::bad_state, "qpair not connected");
+  }
+  if (queue.key_switch_state() != transport_rdma::KeySwitchState::none) {
+    ++q.stats.busy;  // set_memreg_policy(): draining the old policy
+    return Unexpected(Errc::busy, "qpair switching its memreg policy");
   }
   HostCommand* command = queue.get_command();
   if (command == nullptr) {

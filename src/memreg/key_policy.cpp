@@ -86,7 +86,7 @@ Result<std::unique_ptr<KeyPolicy>> KeyPolicy::create(verbs::ProtectionDomain& pd
     return Unexpected(Errc::invalid_argument, "key policy: depth out of range");
   }
   const uint32_t windows = pool_size(opts);
-  if (windows != 0 && !caps.memory_window_type2) {
+  if (!supported(opts.kind, caps)) {
     NVMF_ERRLOG(memreg,
                 "%s: memreg policy %s needs type-2 memory windows, which the device lacks; "
                 "use memreg policy global",
@@ -114,6 +114,10 @@ Result<std::unique_ptr<KeyPolicy>> KeyPolicy::create(verbs::ProtectionDomain& pd
   NVMF_DEBUGLOG(memreg, "key policy %s: depth %" PRIu32 ", %" PRIu32 " windows",
                 key_policy_name(opts.kind), opts.depth, windows);
   return policy;
+}
+
+bool KeyPolicy::supported(KeyPolicyKind kind, const verbs::DeviceCaps& caps) noexcept {
+  return kind == KeyPolicyKind::global || caps.memory_window_type2;
 }
 
 KeyPolicy::~KeyPolicy() = default;
@@ -326,6 +330,16 @@ void KeyPolicy::on_abandoned(uint32_t index) noexcept {
 
 uint32_t KeyPolicy::free_windows() const noexcept {
   return static_cast<uint32_t>(free_list_.size());
+}
+
+uint32_t KeyPolicy::windows_in_use() const noexcept {
+  uint32_t in_use = 0;
+  for (const Window& window : windows_) {
+    if (window.state == WindowState::bound || window.state == WindowState::invalidating) {
+      ++in_use;
+    }
+  }
+  return in_use;
 }
 
 }  // namespace nvmf::memreg

@@ -69,6 +69,9 @@ class KeyPolicy {
   static Result<std::unique_ptr<KeyPolicy>> create(verbs::ProtectionDomain& pd,
                                                    const verbs::DeviceCaps& caps,
                                                    const KeyPolicyOpts& opts) noexcept;
+  // Whether create() can build `kind` on a device with `caps` at all: global everywhere, the
+  // window policies where the device has type-2 windows. Any thread.
+  static bool supported(KeyPolicyKind kind, const verbs::DeviceCaps& caps) noexcept;
   ~KeyPolicy();
   KeyPolicy(const KeyPolicy&) = delete;
   KeyPolicy& operator=(const KeyPolicy&) = delete;
@@ -127,6 +130,10 @@ class KeyPolicy {
 
   // Windows free to grant now.
   uint32_t free_windows() const noexcept;
+  // Windows an I/O or a signaled LOCAL_INV still holds (bound, or invalidating): while any
+  // is, the HCA may still use its key, so the policy must not be destroyed (a key policy
+  // switch waits for 0). Abandoned windows do not count: their WRs are all back.
+  uint32_t windows_in_use() const noexcept;
   const KeyPolicyStats& stats() const noexcept { return stats_; }
 
  private:

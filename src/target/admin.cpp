@@ -22,8 +22,6 @@ constexpr std::string_view kFirmwareRevision = "0.1.0";
 // Entries of the Error Information log (ELPE + 1). The core records none (SPDK neither): the
 // page reads as one invalid (all-zero) entry.
 constexpr uint32_t kErrorLogEntries = 1;
-// ACL, 0's based: four Aborts outstanding at once, as SPDK and Linux advertise.
-constexpr uint8_t kAbortCommandLimit = 3;
 // RAB: recommended arbitration burst 2^6 (SPDK's value; meaningless on fabrics).
 constexpr uint8_t kArbitrationBurst = 6;
 // SGLS: SGLs supported (no alignment), keyed SGL data blocks, and the Offset subtype for
@@ -162,7 +160,7 @@ void Controller::identify_controller(Request& req) noexcept {
     // both bits).
     data.cmic = spec::cmic_bit::multiple_ports | spec::cmic_bit::multiple_controllers;
     data.oaes = kOaesNamespaceAttribute;
-    data.acl = kAbortCommandLimit;
+    data.acl = kAbortsInFlightMax - 1;               // 0's based
     data.sqes = spec::make_queue_entry_sizes(6, 6);  // 64-byte SQEs only
     data.cqes = spec::make_queue_entry_sizes(4, 4);  // 16-byte CQEs only
     data.nn = subsystem_.max_namespaces();
@@ -500,35 +498,62 @@ void Controller::keep_alive(Request& req) noexcept {
 void Controller::abort(Request& req) noexcept {
   const uint16_t sqid = static_cast<uint16_t>(req.cmd.cdw10 & 0xFFFF);
   const uint16_t cid = static_cast<uint16_t>(req.cmd.cdw10 >> 16);
+  Qpair& admin = *req.qpair;
+  if (admin.aborts_in_flight_ >= kAbortsInFlightMax) {
+    return detail::complete_status(
+        req, spec::command_specific_status(spec::sc_command::abort_command_limit_exceeded));
+  }
   // DW0 bit 0: 0 = the command was aborted, 1 = it was not (it completed, is executing, or
   // was never there). Either way the Abort itself succeeds.
   req.rsp.cdw0 = 1;
-  if (sqid == 0) {
-    // On the admin queue only held event requests can be waiting.
-    for (unsigned i = 0; i < held_event_count_; ++i) {
-      Request* held = held_events_[i];
-      if (held->cmd.cid != cid || held == &req) continue;
-      for (unsigned j = i + 1; j < held_event_count_; ++j) held_events_[j - 1] = held_events_[j];
-      --held_event_count_;
-      detail::complete_status(*held, spec::generic_status(spec::sc_generic::abort_requested));
-      req.rsp.cdw0 = 0;
-      break;
-    }
-    return detail::complete_status(req, spec::status_success);
-  }
+  req.abort_target = req.cmd.cdw10;
+  req.abort_after_transfer = false;
+  if (sqid == 0) return abort_on_admin_queue(req, cid);
   {
     std::lock_guard lock(target_.mutex_);
     Qpair* target_qpair = qpair(sqid);
     if (target_qpair != nullptr) {
       // The queue belongs to some reactor (maybe this one): its poll group looks through its
-      // commands waiting for the bdev and sends the answer back through our poll group.
+      // commands waiting for the bdev, then asks the transport, and sends the answer back
+      // through our poll group.
       req.state = RequestState::cross_reactor;
-      req.abort_target = req.cmd.cdw10;
+      req.abort_qpair = target_qpair;
+      ++admin.aborts_in_flight_;
       target_qpair->abort_inbox_.push_back(req);
       target_qpair->group_.raise_attention();
       return;
     }
   }
+  detail::complete_status(req, spec::status_success);
+}
+
+void Controller::abort_on_admin_queue(Request& req, uint16_t cid) noexcept {
+  Qpair& admin = *req.qpair;
+  // Held event requests are the only admin commands the core keeps waiting.
+  for (unsigned i = 0; i < held_event_count_; ++i) {
+    Request* held = held_events_[i];
+    if (held->cmd.cid != cid || held == &req) continue;
+    for (unsigned j = i + 1; j < held_event_count_; ++j) held_events_[j - 1] = held_events_[j];
+    --held_event_count_;
+    detail::complete_status(*held, spec::generic_status(spec::sc_generic::abort_requested));
+    req.rsp.cdw0 = 0;
+    return detail::complete_status(req, spec::status_success);
+  }
+  // An admin command the transport still holds (a Get Log Page waiting for a data buffer).
+  const TransportAbort found = admin.ops_.abort_request == nullptr
+                                   ? TransportAbort::not_found
+                                   : admin.ops_.abort_request(admin.ops_.ctx, admin, cid);
+  if (found == TransportAbort::after_transfer) {
+    // Answered by refuse_aborted() once the command's data has arrived.
+    std::lock_guard lock(target_.mutex_);
+    req.state = RequestState::cross_reactor;
+    req.abort_qpair = &admin;
+    req.abort_after_transfer = true;
+    ++admin.aborts_in_flight_;
+    admin.abort_inbox_.push_back(req);
+    return;
+  }
+  req.rsp.cdw0 = found == TransportAbort::aborted ? 0 : 1;
   detail::complete_status(req, spec::status_success);
 }
 

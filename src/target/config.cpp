@@ -177,8 +177,8 @@ std::array<uint8_t, N> parse_hex_id(const Node& node, const char* key) {
 }
 
 void parse_target_section(const Node& node, TargetOpts& opts) {
-  node.allow_only(
-      {"max_namespaces_default", "keep_alive_granularity_ms", "discovery_keep_alive_timeout_ms"});
+  node.allow_only({"max_namespaces_default", "keep_alive_granularity_ms",
+                   "discovery_keep_alive_timeout_ms", "teardown_timeout_ms"});
   opts.max_namespaces_default = static_cast<uint32_t>(
       node.get_uint("max_namespaces_default", 1, 1024, opts.max_namespaces_default));
   const uint64_t granularity =
@@ -190,6 +190,8 @@ void parse_target_section(const Node& node, TargetOpts& opts) {
   opts.keep_alive_granularity_ms = static_cast<uint32_t>(granularity);
   opts.discovery_keep_alive_timeout_ms = static_cast<uint32_t>(node.get_uint(
       "discovery_keep_alive_timeout_ms", 1, UINT32_MAX, opts.discovery_keep_alive_timeout_ms));
+  opts.teardown_timeout_ms = static_cast<uint32_t>(
+      node.get_uint("teardown_timeout_ms", 0, 3600000, opts.teardown_timeout_ms));
 }
 
 void parse_transport(const Node& node, TargetConfig& config) {
@@ -216,9 +218,8 @@ void parse_transport(const Node& node, TargetConfig& config) {
     fail(node.child("max_io_size"), std::to_string(io_size) + " is not 4096 times a power of two");
   }
   opts.max_io_size = static_cast<uint32_t>(io_size);
-  opts.max_sgl_descriptors =
-      static_cast<uint32_t>(node.get_uint("max_sgl_descriptors", 1, kSglDescriptorsMax,
-                                          opts.max_sgl_descriptors));
+  opts.max_sgl_descriptors = static_cast<uint32_t>(
+      node.get_uint("max_sgl_descriptors", 1, kSglDescriptorsMax, opts.max_sgl_descriptors));
   const std::string invalidate = node.get_string("send_with_invalidate", "auto");
   if (invalidate == "auto") {
     config.transport.send_with_invalidate = SendWithInvalidate::automatic;
@@ -368,8 +369,9 @@ BdevConfig parse_bdev(const Node& node) {
     opts.name = bdev.name;
     opts.pci = node.require_string("pci");
     if (!is_pci_address(opts.pci)) {
-      fail(node.child("pci"), in_quotes(opts.pci) +
-                                  " is not a PCI address like \"0000:00:04.0\" (domain:bus:device.function)");
+      fail(node.child("pci"),
+           in_quotes(opts.pci) +
+               " is not a PCI address like \"0000:00:04.0\" (domain:bus:device.function)");
     }
     opts.nsid = static_cast<uint32_t>(node.get_uint("nsid", 1, 0xFFFFFFFE, 1));
     opts.queue_depth_max = queue_depth;
@@ -805,7 +807,8 @@ std::string target_config_to_json(const TargetConfig& config) {
   const TargetOpts& opts = config.opts;
   root["target"] = {{"max_namespaces_default", opts.max_namespaces_default},
                     {"keep_alive_granularity_ms", opts.keep_alive_granularity_ms},
-                    {"discovery_keep_alive_timeout_ms", opts.discovery_keep_alive_timeout_ms}};
+                    {"discovery_keep_alive_timeout_ms", opts.discovery_keep_alive_timeout_ms},
+                    {"teardown_timeout_ms", opts.teardown_timeout_ms}};
   root["transports"] = json::array();
   root["transports"].push_back(
       {{"type", config.transport.type},

@@ -43,6 +43,11 @@ inline constexpr uint32_t discovery_log_changed = 1u << 1;
 // NVMF_MAX_ASYNC_EVENTS (the Linux host sends one).
 inline constexpr unsigned kAsyncEventRequestsMax = 4;
 
+// ACL + 1: Aborts a controller has in flight at once (looking on another queue, or waiting for
+// a command's transfer); one more is answered Abort Command Limit Exceeded. 4 = what SPDK and
+// Linux advertise.
+inline constexpr unsigned kAbortsInFlightMax = 4;
+
 class Controller {
  public:
   // Made by the target on the admin reactor, under the target mutex (setup path).
@@ -110,6 +115,7 @@ class Controller {
   void async_event_request(Request& req) noexcept;
   void keep_alive(Request& req) noexcept;
   void abort(Request& req) noexcept;
+  void abort_on_admin_queue(Request& req, uint16_t cid) noexcept;
 
   Target& target_;
   Subsystem& subsystem_;

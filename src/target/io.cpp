@@ -1,16 +1,18 @@
 // The I/O path: Read, Write, Flush, Write Zeroes and Dataset Management mapped onto the
 // namespace's bdev through this reactor's channel. No lock, no allocation: the BdevIo lives in
-// the Request, a busy bdev parks the Request on its queue pair's pending list, and the poller
-// retries it. Checks and statuses follow SPDK lib/nvmf/ctrlr_bdev.c.
+// the Request, a busy bdev parks the Request on its namespace's lane (BdevLane), and the
+// poller retries it. Checks and statuses follow SPDK lib/nvmf/ctrlr_bdev.c.
 //
 // The request state machine (RequestState, request.h):
 //   executing -> need_bdev            checks passed, the bdev I/O is described
-//   need_bdev -> need_bdev            the channel is busy: wait on the pending list
+//   need_bdev -> need_bdev            the channel is busy: wait on the lane
 //   need_bdev -> bdev_submitted       the channel took it
 //   need_bdev -> complete             the bdev refused it (mapped to a status)
 //   bdev_submitted -> bdev_done       the BdevIo callback ran
 //   bdev_done -> need_bdev            Dataset Management: the next range
-//   bdev_done -> complete             finished (status mapped from the bdev)
+//   bdev_done -> complete             finished (status mapped from the bdev), or the queue
+//                                     pair is being destroyed (no next range)
+//   bdev_submitted -> free            the queue pair was abandoned: dropped, request_released
 //   complete -> free                  request_complete()
 // advance() loops until the state stops changing; the callback only sets a state and calls it.
 #include <cstring>
@@ -114,7 +116,7 @@ void PollGroup::execute_io(Request& req) noexcept {
   io.num_blocks = 0;
   io.done = &PollGroup::bdev_done;
   io.done_ctx = &req;
-  req.channel = ns->channel.get();
+  req.lane = ns->lane.get();
 
   switch (cmd.opcode) {
     case spec::nvm_opcode::read:
@@ -181,13 +183,25 @@ void PollGroup::execute_io(Request& req) noexcept {
   }
 
   req.state = RequestState::need_bdev;
-  if (!qpair.pending_.empty()) {
-    // Older commands of this queue wait for the bdev: keep the order.
-    qpair.pending_.push_back(req);
-    ++pending_requests_;
+  if (!req.lane->waiting.empty()) {
+    // Older commands wait for this bdev: keep their order. Other namespaces are not held up.
+    wait_on_lane(req);
     return;
   }
   advance(req);
+}
+
+void PollGroup::wait_on_lane(Request& req) noexcept {
+  req.lane->waiting.push_back(req);
+  ++req.qpair->waiting_for_bdev_;
+  ++pending_requests_;
+  PollGroupCounters::bump(counters_.bdev_busy_waits);
+}
+
+void PollGroup::leave_lane(Request& req) noexcept {
+  req.lane->waiting.remove(req);
+  --req.qpair->waiting_for_bdev_;
+  --pending_requests_;
 }
 
 bool PollGroup::prepare_dsm_range(Request& req) noexcept {
@@ -205,7 +219,8 @@ bool PollGroup::prepare_dsm_range(Request& req) noexcept {
 }
 
 bool PollGroup::submit(Request& req) noexcept {
-  auto submitted = req.channel->submit(req.bdev_io);
+  bdev::IoChannel& channel = *req.lane->channel;
+  auto submitted = channel.submit(req.bdev_io);
   if (submitted) {
     req.state = RequestState::bdev_submitted;
     ++req.qpair->in_bdev_;
@@ -214,7 +229,7 @@ bool PollGroup::submit(Request& req) noexcept {
   }
   if (submitted.error().code == Errc::busy) return false;
   // The checks above make these unexpected; map them anyway.
-  NVMF_ERRLOG(target, "bdev %s refused %s: %s", req.channel->bdev().name().c_str(),
+  NVMF_ERRLOG(target, "bdev %s refused %s: %s", channel.bdev().name().c_str(),
               bdev::io_type_name(req.bdev_io.type), errc_name(submitted.error().code));
   spec::Status status = spec::generic_status(spec::sc_generic::internal_error);
   if (submitted.error().code == Errc::not_supported) {
@@ -232,23 +247,20 @@ void PollGroup::advance(Request& req) noexcept {
     switch (req.state) {
       case RequestState::need_bdev:
         if (!submit(req)) {
-          // Busy: wait on the pending list (no allocation; the poller retries in order).
-          if (!req.link.linked()) {
-            req.qpair->pending_.push_back(req);
-            ++pending_requests_;
-          }
+          // Busy: wait on the lane (no allocation; the poller retries in order).
+          if (!req.link.linked()) wait_on_lane(req);
           return;
         }
-        if (req.link.linked()) {
-          req.qpair->pending_.remove(req);
-          --pending_requests_;
-        }
+        if (req.link.linked()) leave_lane(req);
         continue;  // bdev_submitted, or complete when the bdev refused
       case RequestState::bdev_submitted:
         return;  // the BdevIo callback continues
       case RequestState::bdev_done:
+        // A queue pair being destroyed takes no new bdev work: its teardown waits only for
+        // what is inside already.
         if (req.rsp.decoded_status().is_success() &&
-            req.cmd.opcode == spec::nvm_opcode::dataset_management && prepare_dsm_range(req)) {
+            req.cmd.opcode == spec::nvm_opcode::dataset_management &&
+            req.qpair->state_ != QpairState::destroying && prepare_dsm_range(req)) {
           req.state = RequestState::need_bdev;
         } else {
           req.state = RequestState::complete;
@@ -267,6 +279,7 @@ void PollGroup::bdev_done(bdev::BdevIo& io, void* ctx) noexcept {
   auto& req = *static_cast<Request*>(ctx);
   PollGroup& group = req.qpair->group_;
   assert(req.state == RequestState::bdev_submitted);
+  if (req.qpair->state_ == QpairState::abandoned) return group.drop_late_completion(req);
   --req.qpair->in_bdev_;
   --group.in_bdev_;
   req.rsp.set_status(map_io_status(io));
@@ -274,16 +287,37 @@ void PollGroup::bdev_done(bdev::BdevIo& io, void* ctx) noexcept {
   group.advance(req);
 }
 
+void PollGroup::drop_late_completion(Request& req) noexcept {
+  Qpair& qpair = *req.qpair;
+  --qpair.in_bdev_;
+  --in_bdev_;
+  --qpair.outstanding_;
+  PollGroupCounters::bump(counters_.late_completions);
+  req.state = RequestState::free;
+  // The transport may free the memory `req` lives in: it is not touched after this.
+  qpair.ops_.request_released(qpair.ops_.ctx, req);
+  if (qpair.in_bdev_ > 0) return;
+  NVMF_INFOLOG(target, "queue %u: the last command it left inside a bdev came back", qpair.qid());
+  abandoned_.remove(qpair);
+  delete &qpair;
+}
+
 int PollGroup::retry_pending(unsigned budget) noexcept {
   int work = 0;
-  for (Qpair& qpair : qpairs_) {
-    while (!qpair.pending_.empty() && static_cast<unsigned>(work) < budget) {
-      Request& req = qpair.pending_.front();
+  // A command that completes here (the bdev refused it) may let the transport execute new
+  // ones, which may refresh the namespace table: lanes_ is rebuilt after the walk, not in it.
+  const bool outer_walk = polling_channels_;
+  polling_channels_ = true;
+  for (BdevLane* lane : lanes_) {
+    while (!lane->waiting.empty() && static_cast<unsigned>(work) < budget) {
+      Request& req = lane->waiting.front();
       advance(req);
-      if (req.link.linked()) break;  // still busy: the rest of this queue waits behind it
+      if (req.link.linked()) break;  // still busy: the rest of this lane waits behind it
       ++work;
     }
   }
+  polling_channels_ = outer_walk;
+  if (!polling_channels_ && channel_list_stale_) rebuild_channel_list();
   return work;
 }
 

@@ -16,6 +16,8 @@ constexpr uint32_t kInCapsuleDataMax = 16384;
 // its queue's size in the CM request's HRQSIZE, a 16-bit count (NVMe/RDMA binding, "RDMA_CM_
 // REQUEST Private Data"), and the transport's limits are 16-bit: 65535 is the real ceiling.
 constexpr uint32_t kQueueEntriesMax = 65535;
+// An hour: a longer teardown timeout is a unit mistake (seconds taken for milliseconds).
+constexpr uint32_t kTeardownTimeoutMaxMs = 3600 * 1000;
 }  // namespace
 
 Result<void> TargetOpts::validate() const noexcept {
@@ -55,6 +57,9 @@ Result<void> TargetOpts::validate() const noexcept {
   if (max_namespaces_default < 1 || max_namespaces_default > 1024) {
     return Unexpected(Errc::invalid_argument, "max_namespaces_default must be within [1, 1024]");
   }
+  if (teardown_timeout_ms > kTeardownTimeoutMaxMs) {
+    return Unexpected(Errc::invalid_argument, "teardown_timeout_ms must be within [0, 3600000]");
+  }
   return {};
 }
 
@@ -79,6 +84,7 @@ std::string TargetOpts::to_json() const {
   json["keep_alive_granularity_ms"] = keep_alive_granularity_ms;
   json["discovery_keep_alive_timeout_ms"] = discovery_keep_alive_timeout_ms;
   json["max_namespaces_default"] = max_namespaces_default;
+  json["teardown_timeout_ms"] = teardown_timeout_ms;
   return json.dump();
 }
 

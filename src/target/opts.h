@@ -43,6 +43,13 @@ struct TargetOpts {
   uint32_t discovery_keep_alive_timeout_ms = 120000;
   // Namespaces per subsystem when the subsystem's own option is 0 (Identify NN). 32 = SPDK.
   uint32_t max_namespaces_default = 32;
+  // How long the teardown of a queue pair (host disconnect, lost connection, keep-alive
+  // timeout) waits for its commands still inside a bdev before it goes without them: their
+  // memory and data buffers stay lent to the bdev and their completions are dropped when they
+  // come. 0: do not wait. 10 s: well past a healthy device's worst latency (so normal teardowns
+  // free everything in order), well inside the 30 s a host gives a command; SPDK and the Linux
+  // target wait for ever, so one stuck device hangs every disconnect from it.
+  uint32_t teardown_timeout_ms = 10000;
 
   // Checks ranges and relations. Errors: invalid_argument with the field name in the detail.
   Result<void> validate() const noexcept;

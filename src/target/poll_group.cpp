@@ -27,9 +27,12 @@ void PollGroup::shutdown() noexcept {
   assert(qpairs_.empty() && "destroy every queue pair before releasing the reactor");
   released_.store(true, std::memory_order_release);
   reactor_.remove_poller(poller_);
-  channels_.clear();
-  for (SubsystemSlot& slot : subsystems_) slot.ns.clear();  // closes the channels (owner thread)
-  retired_channels_.clear();
+  lanes_.clear();
+  // Closing a channel completes what it still holds as aborted: the commands of abandoned
+  // queue pairs come back now, are dropped, and free their queue pairs.
+  for (SubsystemSlot& slot : subsystems_) slot.ns.clear();  // owner thread
+  retired_lanes_.clear();
+  assert(abandoned_.empty());
 }
 
 void PollGroup::raise_attention() noexcept {
@@ -74,7 +77,7 @@ PollGroup::NsSlot* PollGroup::lookup_namespace(Subsystem& subsystem, uint32_t ns
   if (slot.generation != subsystem.ns_generation()) refresh_namespaces(slot);
   if (nsid == 0 || nsid > slot.ns.size()) return nullptr;
   NsSlot& ns = slot.ns[nsid - 1];
-  return ns.channel ? &ns : nullptr;
+  return ns.lane ? &ns : nullptr;
 }
 
 void PollGroup::refresh_namespaces(SubsystemSlot& slot) noexcept {
@@ -95,10 +98,10 @@ void PollGroup::refresh_namespaces(SubsystemSlot& slot) noexcept {
     Namespace* now = i < snapshot_.size() ? snapshot_[i] : nullptr;
     NsSlot& entry = slot.ns[i];
     if (entry.ns == now) continue;
-    if (entry.channel) {
+    if (entry.lane) {
       // Never destroyed here: this may run inside a completion callback of that very channel.
-      // poll() destroys it once no I/O is inside.
-      retired_channels_.push_back(std::move(entry.channel));  // setup-path
+      // poll() destroys it once no I/O is inside or waiting.
+      retired_lanes_.push_back(std::move(entry.lane));  // setup-path
     }
     entry = NsSlot{};
     if (now == nullptr) continue;
@@ -110,7 +113,8 @@ void PollGroup::refresh_namespaces(SubsystemSlot& slot) noexcept {
       continue;  // the NSID reads as inactive on this reactor
     }
     entry.ns = now;
-    entry.channel = std::move(*channel);
+    entry.lane = std::make_unique<BdevLane>();  // setup-path
+    entry.lane->channel = std::move(*channel);
     entry.block_size = now->bdev().block_size_bytes();
     entry.block_shift = 0;
     while ((1u << entry.block_shift) < entry.block_size) ++entry.block_shift;
@@ -123,19 +127,33 @@ void PollGroup::refresh_namespaces(SubsystemSlot& slot) noexcept {
 
 void PollGroup::rebuild_channel_list() noexcept {
   if (polling_channels_) {
-    // A completion callback changed the namespace table while poll() walks channels_:
+    // A completion callback changed the namespace table while poll() walks lanes_:
     // rebuild after the walk.
     channel_list_stale_ = true;
     return;
   }
   channel_list_stale_ = false;
-  channels_.clear();
+  lanes_.clear();
   for (SubsystemSlot& slot : subsystems_) {
     for (NsSlot& ns : slot.ns) {
-      if (ns.channel) channels_.push_back(ns.channel.get());  // setup-path
+      if (ns.lane) lanes_.push_back(ns.lane.get());  // setup-path
     }
   }
-  for (auto& channel : retired_channels_) channels_.push_back(channel.get());  // setup-path
+  for (auto& lane : retired_lanes_) lanes_.push_back(lane.get());  // setup-path
+}
+
+void PollGroup::destroy_drained_lanes() noexcept {
+  bool drained = false;
+  for (auto& lane : retired_lanes_) {
+    if (lane->channel->outstanding() == 0 && lane->waiting.empty()) {
+      lane.reset();
+      drained = true;
+    }
+  }
+  if (drained) {
+    std::erase_if(retired_lanes_, [](const auto& lane) { return !lane; });
+    rebuild_channel_list();
+  }
 }
 
 int PollGroup::poll_fn(void* ctx, unsigned budget) noexcept {
@@ -149,23 +167,11 @@ int PollGroup::poll(unsigned budget) noexcept {
     ++work;
   }
   polling_channels_ = true;
-  for (bdev::IoChannel* channel : channels_) work += static_cast<int>(channel->poll(budget));
+  for (BdevLane* lane : lanes_) work += static_cast<int>(lane->channel->poll(budget));
   polling_channels_ = false;
   if (channel_list_stale_) rebuild_channel_list();
   if (pending_requests_ > 0) work += retry_pending(budget);
-  if (!retired_channels_.empty()) {
-    bool drained = false;
-    for (auto& channel : retired_channels_) {
-      if (channel->outstanding() == 0) {
-        channel.reset();
-        drained = true;
-      }
-    }
-    if (drained) {
-      std::erase_if(retired_channels_, [](const auto& channel) { return !channel; });
-      rebuild_channel_list();
-    }
-  }
+  if (!retired_lanes_.empty()) destroy_drained_lanes();
   // Commands inside a bdev or waiting for one: stay awake (null and malloc channels have no
   // interrupt fd, so a sleeping reactor would never see their completions).
   if (work == 0 && (in_bdev_ > 0 || pending_requests_ > 0)) work = 1;
@@ -187,32 +193,8 @@ void PollGroup::process_attention() noexcept {
     qpair = next;
   }
 
-  // 2. Aborts addressed to commands of our queue pairs. Only commands still waiting for the
-  //    bdev can be aborted; one inside the bdev runs to completion ("not aborted").
-  IntrusiveList<Request, &Request::link> aborted;
-  {
-    std::lock_guard lock(target_.mutex_);
-    for (Qpair& qpair : qpairs_) {
-      while (Request* abort = qpair.abort_inbox_.pop_front()) {
-        const auto cid = static_cast<uint16_t>(abort->abort_target >> 16);
-        abort->rsp.cdw0 = 1;
-        for (Request& waiting : qpair.pending_) {
-          if (waiting.cmd.cid != cid) continue;
-          qpair.pending_.remove(waiting);
-          --pending_requests_;
-          aborted.push_back(waiting);
-          abort->rsp.cdw0 = 0;
-          break;
-        }
-        PollGroup& home = abort->qpair->group_;
-        home.abort_returns_.push_back(*abort);
-        home.raise_attention();
-      }
-    }
-  }
-  while (Request* req = aborted.pop_front()) {
-    detail::complete_status(*req, spec::generic_status(spec::sc_generic::abort_requested));
-  }
+  // 2. Aborts addressed to commands of our queue pairs.
+  process_aborts();
 
   // 3. Answers to Aborts our admin queues sent.
   IntrusiveList<Request, &Request::link> answered;
@@ -220,7 +202,7 @@ void PollGroup::process_attention() noexcept {
     std::lock_guard lock(target_.mutex_);
     while (Request* req = abort_returns_.pop_front()) answered.push_back(*req);
   }
-  while (Request* req = answered.pop_front()) detail::complete_status(*req, spec::status_success);
+  while (Request* req = answered.pop_front()) detail::complete_abort(*req, spec::status_success);
 
   // 4. Asynchronous events of controllers whose admin queue lives here.
   for (Qpair& qpair : qpairs_) {
@@ -235,11 +217,99 @@ void PollGroup::process_attention() noexcept {
   }
 }
 
+void PollGroup::process_aborts() noexcept {
+  // Taken off the inboxes under the lock, looked up without it (a transport answers the
+  // command it finds from inside abort_request), answered under it again. Meanwhile the admin
+  // queue that sent them stays: destroy_qpair waits while it has Aborts in flight.
+  IntrusiveList<Request, &Request::link> looking;
+  {
+    std::lock_guard lock(target_.mutex_);
+    for (Qpair& qpair : qpairs_) {
+      auto& inbox = qpair.abort_inbox_;
+      for (Request* abort = inbox.empty() ? nullptr : &inbox.front(); abort != nullptr;) {
+        Request* next = inbox.next_of(*abort);
+        if (!abort->abort_after_transfer) {  // those wait for refuse_aborted()
+          inbox.remove(*abort);
+          looking.push_back(*abort);
+        }
+        abort = next;
+      }
+    }
+  }
+  if (looking.empty()) return;
+  for (Request& abort : looking) {
+    const auto cid = static_cast<uint16_t>(abort.abort_target >> 16);
+    const TransportAbort found = abort_on_qpair(*abort.abort_qpair, cid);
+    // DW0 bit 0: 0 = the command was aborted, 1 = it was not (it completed, is inside a bdev
+    // that cannot recall it, or was never there).
+    abort.rsp.cdw0 = found == TransportAbort::not_found ? 1 : 0;
+    abort.abort_after_transfer = found == TransportAbort::after_transfer;
+  }
+  std::lock_guard lock(target_.mutex_);
+  while (Request* abort = looking.pop_front()) {
+    if (abort->abort_after_transfer) {
+      abort->abort_qpair->abort_inbox_.push_back(*abort);
+    } else {
+      abort->qpair->group_.answer_abort_locked(*abort);
+    }
+  }
+}
+
+TransportAbort PollGroup::abort_on_qpair(Qpair& qpair, uint16_t cid) noexcept {
+  owner_.check();
+  Request* found = nullptr;
+  for (size_t i = 0; i < lanes_.size() && found == nullptr && qpair.waiting_for_bdev_ > 0; ++i) {
+    for (Request& waiting : lanes_[i]->waiting) {
+      if (waiting.qpair == &qpair && waiting.cmd.cid == cid) {
+        found = &waiting;
+        break;
+      }
+    }
+  }
+  if (found != nullptr) {
+    // Completed after the walk: a completion may execute new commands, which may change lanes_.
+    leave_lane(*found);
+    found->state = RequestState::complete;
+    detail::complete_status(*found, spec::generic_status(spec::sc_generic::abort_requested));
+    return TransportAbort::aborted;
+  }
+  // Not in the core: maybe still in the transport, before execute().
+  if (qpair.ops_.abort_request == nullptr) return TransportAbort::not_found;
+  return qpair.ops_.abort_request(qpair.ops_.ctx, qpair, cid);
+}
+
+void PollGroup::answer_abort_locked(Request& abort) noexcept {
+  abort_returns_.push_back(abort);
+  raise_attention();
+}
+
 void PollGroup::fail_pending(Qpair& qpair, const spec::Status& status) noexcept {
-  while (Request* req = qpair.pending_.pop_front()) {
-    --pending_requests_;
+  if (qpair.waiting_for_bdev_ == 0) return;
+  IntrusiveList<Request, &Request::link> failed;
+  for (BdevLane* lane : lanes_) {
+    auto& waiting = lane->waiting;
+    for (Request* req = waiting.empty() ? nullptr : &waiting.front(); req != nullptr;) {
+      Request* next = waiting.next_of(*req);
+      if (req->qpair == &qpair) {
+        leave_lane(*req);
+        failed.push_back(*req);
+      }
+      req = next;
+    }
+  }
+  // Completed after the walk: a completion may execute new commands, which may change lanes_.
+  while (Request* req = failed.pop_front()) {
+    req->state = RequestState::complete;
     detail::complete_status(*req, status);
   }
+}
+
+void PollGroup::abandon(Qpair& qpair) noexcept {
+  owner_.check();
+  qpairs_.remove(qpair);
+  abandoned_.push_back(qpair);
+  qpair.set_state(QpairState::abandoned);
+  PollGroupCounters::bump(counters_.abandoned_qpairs);
 }
 
 }  // namespace nvmf::target

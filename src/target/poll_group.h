@@ -1,8 +1,9 @@
 // PollGroup: the target core's per-reactor object (SPDK's poll group). It owns one bdev
-// IoChannel per namespace used on its reactor, registers one reactor Poller that polls them,
-// retries commands the bdev answered busy, and runs the I/O commands of its queue pairs. It is
-// also the mailbox through which other threads reach queue pairs of this reactor: they set a
-// flag under the target mutex and raise_attention(); the group acts on it on its own thread.
+// IoChannel per namespace used on its reactor (each in a BdevLane with the commands waiting
+// for it), registers one reactor Poller that polls them, retries commands the bdev answered
+// busy, and runs the I/O commands of its queue pairs. It is also the mailbox through which
+// other threads reach queue pairs of this reactor: they set a flag under the target mutex and
+// raise_attention(); the group acts on it on its own thread.
 //
 // Threads: everything but raise_attention() runs on the owning reactor. The I/O path
 // (execute_io, the bdev callbacks, retries) takes no lock and allocates nothing; refreshing the
@@ -24,6 +25,30 @@ namespace nvmf::target {
 
 class Namespace;
 class Subsystem;
+
+// One namespace's bdev channel on one reactor and the commands that found it full (busy),
+// oldest first, from every queue pair of the reactor. Waiting is per lane so that a slow or
+// stalled bdev holds up only its own namespace's commands: a command for another namespace on
+// the same queue pair goes straight to its own channel. Owner thread only.
+struct BdevLane {
+  std::unique_ptr<bdev::IoChannel> channel;
+  IntrusiveList<Request, &Request::link> waiting;
+};
+
+// Counters of one poll group (any thread reads them; the owner writes with relaxed stores).
+struct PollGroupCounters {
+  // Commands that found their bdev channel full and waited for room (never failed for it).
+  std::atomic<uint64_t> bdev_busy_waits{0};
+  // Queue pairs destroy_qpair stopped waiting for, commands still inside a bdev.
+  std::atomic<uint64_t> abandoned_qpairs{0};
+  // Completions of those commands, dropped when their bdev let go of them.
+  std::atomic<uint64_t> late_completions{0};
+
+  // One writer: a relaxed load and store, no locked instruction on the data path.
+  static void bump(std::atomic<uint64_t>& counter) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
 
 class PollGroup {
  public:
@@ -50,10 +75,17 @@ class PollGroup {
   void prepare_subsystem(Subsystem& subsystem);
   // Runs an I/O command of a connected I/O queue pair.
   void execute_io(Request& req) noexcept;
-  // Completes pending (never submitted) requests of a queue pair with `status`.
+  // Completes the queue pair's requests waiting for a bdev (never submitted) with `status`.
   void fail_pending(Qpair& qpair, const spec::Status& status) noexcept;
+  // Locked (the target mutex): `abort` (an Abort of this group's admin queue, rsp.cdw0 set)
+  // is answered at the group's next attention.
+  void answer_abort_locked(Request& abort) noexcept;
+  // Takes a destroying queue pair off the group: its requests still inside a bdev are dropped
+  // as they come back (drop_late_completion), and the last one frees it.
+  void abandon(Qpair& qpair) noexcept;
   // Live channels, for tests and statistics.
-  size_t channel_count() const noexcept { return channels_.size(); }
+  size_t channel_count() const noexcept { return lanes_.size(); }
+  const PollGroupCounters& counters() const noexcept { return counters_; }
 
  private:
   friend class Target;
@@ -61,8 +93,8 @@ class PollGroup {
 
   // This reactor's view of one namespace.
   struct NsSlot {
-    Namespace* ns = nullptr;  // identity: a re-added namespace is a new object
-    std::unique_ptr<bdev::IoChannel> channel;
+    Namespace* ns = nullptr;         // identity: a re-added namespace is a new object
+    std::unique_ptr<BdevLane> lane;  // never moved while commands wait on it
     uint32_t block_size = 0;
     uint32_t block_shift = 0;  // log2(block_size)
     uint64_t block_count = 0;
@@ -81,12 +113,21 @@ class PollGroup {
   NsSlot* lookup_namespace(Subsystem& subsystem, uint32_t nsid) noexcept;
   void refresh_namespaces(SubsystemSlot& slot) noexcept;
   void rebuild_channel_list() noexcept;
+  void destroy_drained_lanes() noexcept;
+  // Attention step: Aborts that reached our queue pairs' inboxes.
+  void process_aborts() noexcept;
+  // Looks for `cid` of `qpair` waiting on a lane (then completes it Abort Requested), else asks
+  // the transport. Owner thread, no lock held.
+  TransportAbort abort_on_qpair(Qpair& qpair, uint16_t cid) noexcept;
 
   // io.cpp: the I/O request state machine (RequestState need_bdev .. complete).
   void advance(Request& req) noexcept;
   bool submit(Request& req) noexcept;
   bool prepare_dsm_range(Request& req) noexcept;
   static void bdev_done(bdev::BdevIo& io, void* ctx) noexcept;
+  void drop_late_completion(Request& req) noexcept;
+  void wait_on_lane(Request& req) noexcept;
+  void leave_lane(Request& req) noexcept;
   int retry_pending(unsigned budget) noexcept;
 
   Target& target_;
@@ -96,15 +137,18 @@ class PollGroup {
   std::atomic<bool> attention_{false};
   std::atomic<bool> released_{false};
   IntrusiveList<Qpair, &Qpair::group_link_> qpairs_;
-  std::vector<SubsystemSlot> subsystems_;   // index Subsystem::id()
-  std::vector<bdev::IoChannel*> channels_;  // every live channel, polled each iteration
-  // Channels of removed namespaces with I/O still inside; destroyed once drained.
-  std::vector<std::unique_ptr<bdev::IoChannel>> retired_channels_;
+  // Torn down with requests still inside a bdev; freed by the last one's completion.
+  IntrusiveList<Qpair, &Qpair::group_link_> abandoned_;
+  std::vector<SubsystemSlot> subsystems_;  // index Subsystem::id()
+  std::vector<BdevLane*> lanes_;           // every live lane, polled each iteration
+  // Lanes of removed namespaces with I/O still inside or waiting; destroyed once drained.
+  std::vector<std::unique_ptr<BdevLane>> retired_lanes_;
   std::vector<Namespace*> snapshot_;  // scratch for refresh_namespaces()
-  uint32_t pending_requests_ = 0;     // requests on pending lists of this group's queue pairs
+  uint32_t pending_requests_ = 0;     // requests waiting on lanes of this group
   uint32_t in_bdev_ = 0;              // requests of this group inside a bdev
-  bool polling_channels_ = false;     // poll() is walking channels_
-  bool channel_list_stale_ = false;   // channels_ must be rebuilt after that walk
+  PollGroupCounters counters_;
+  bool polling_channels_ = false;    // poll() or retry_pending() is walking lanes_
+  bool channel_list_stale_ = false;  // lanes_ must be rebuilt after that walk
 
   // ---- locked: guarded by the target mutex ----
   // Aborts that went to another reactor's queue pair and came back with their answer.

@@ -19,6 +19,12 @@
 //
 // Threads: a Qpair belongs to the reactor it was created on (Target::create_qpair). execute(),
 // destroy_qpair() and every callback of its TransportOps run there only.
+//
+// A queue pair torn down while commands are stuck inside a bdev (destroy_qpair after
+// TargetOpts::teardown_timeout_ms, or with StuckCommands::abandon) lends those Requests to the
+// core: destroy_qpair succeeds, no response is ever sent for them, and each one comes back
+// through TransportOps::request_released once its bdev lets go of it. Until then the transport
+// keeps the Request and its data buffers (the bdev still reads or writes them).
 #pragma once
 
 #include <sys/uio.h>
@@ -41,12 +47,15 @@ class Controller;
 class PollGroup;
 class Qpair;
 class Target;
+struct BdevLane;
 struct Request;
 
 namespace detail {
 void finish(Request& req) noexcept;
-}
+void complete_abort(Request& abort, const spec::Status& status) noexcept;
+}  // namespace detail
 void refuse(Request& req, const spec::Status& status) noexcept;
+void refuse_aborted(Request& req) noexcept;
 
 // Data segments a Request may carry: 16 = MSDBD, the most keyed SGL descriptors one command
 // may use (anchors.md: SPDK RDMA), each landing in one buffer.
@@ -67,7 +76,7 @@ enum class RequestState : uint8_t {
   free = 0,        // the transport's: not inside the core
   executing,       // inside execute(): being parsed and checked, synchronously
   need_bdev,       // checked; waits for its bdev submit. If the channel answered busy it sits
-                   // on the queue pair's pending list until the poll group retries it
+                   // on its namespace's lane (BdevLane) until the poll group retries it
   bdev_submitted,  // inside the bdev; waits for the BdevIo callback
   bdev_done,       // the callback ran: next Dataset Management range, or complete
   held_event,      // an Asynchronous Event Request held by its controller until an event,
@@ -95,12 +104,25 @@ struct Request {
 
   // ---- Core-private: the transport never touches them ----
   RequestState state = RequestState::free;
-  uint16_t dsm_range_next = 0;         // Dataset Management: next range to submit (0..256)
-  uint16_t dsm_range_count = 0;        // NR + 1: 1..256
-  uint32_t abort_target = 0;           // Abort: the SQID/CID pair it is looking for (CDW10)
-  bdev::IoChannel* channel = nullptr;  // the channel the bdev I/O goes to
-  bdev::BdevIo bdev_io{};              // the bdev request this command becomes
-  ListNode link{};                     // pending list, event list or cross-reactor hand-off
+  uint16_t dsm_range_next = 0;   // Dataset Management: next range to submit (0..256)
+  uint16_t dsm_range_count = 0;  // NR + 1: 1..256
+  uint32_t abort_target = 0;     // Abort: the SQID/CID pair it is looking for (CDW10)
+  Qpair* abort_qpair = nullptr;  // Abort: the queue pair that SQID names
+  // Abort: the transport will answer its command once that command's data transfer ends
+  // (TransportAbort::after_transfer); it waits in the queue's abort inbox until then.
+  bool abort_after_transfer = false;
+  BdevLane* lane = nullptr;  // the namespace's bdev channel on this reactor
+  bdev::BdevIo bdev_io{};    // the bdev request this command becomes
+  ListNode link{};           // lane wait list, event list or cross-reactor hand-off
+};
+
+// What TransportOps::abort_request found for an Abort's CID.
+enum class TransportAbort : uint8_t {
+  not_found,       // the transport has no such command before execute(): "not aborted"
+  aborted,         // it was waiting (for data buffers, or room to post its RDMA READs) and
+                   // is answered now with Command Abort Requested through refuse()
+  after_transfer,  // its data transfer (RDMA READ) is posted and cannot be recalled: the
+                   // transport calls refuse_aborted() when it ends, instead of execute()
 };
 
 // How the core calls the transport back: plain function pointers and a context (no
@@ -108,6 +130,15 @@ struct Request {
 struct TransportOps {
   // The core is done with `req`: send its data (controller->host), then `req.rsp`.
   void (*request_complete)(void* ctx, Request& req) = nullptr;
+  // A Request lent to the core when its queue pair was torn down while it was inside a bdev
+  // (see the top of this file): the bdev is done with it and its buffers; nothing is to be
+  // sent. Called once per lent Request, possibly long after destroy_qpair, with the `ctx` the
+  // queue pair was created with.
+  void (*request_released)(void* ctx, Request& req) = nullptr;
+  // Optional (nullptr: the transport holds no commands before execute()). An Abort names
+  // command `cid` of `qpair` and the core does not have it: does the transport? It must not
+  // execute() a command it answered `aborted` or `after_transfer` for.
+  TransportAbort (*abort_request)(void* ctx, Qpair& qpair, uint16_t cid) = nullptr;
   // The core wants the queue pair torn down (keep-alive timeout, controller reset, shutdown,
   // Disconnect, the admin queue went away). Called at most once per queue pair. The transport
   // disconnects and later calls Target::destroy_qpair(); it may do so from inside this call.
@@ -120,6 +151,9 @@ enum class QpairState : uint8_t {
   idle = 0,    // created; only a Connect is accepted
   connected,   // attached to a controller
   destroying,  // destroy_qpair() ran; waits for requests still inside a bdev
+  abandoned,   // destroy_qpair() stopped waiting: the transport has let go; requests still
+               // inside a bdev are dropped (request_released) as they come back, the last
+               // one frees the Qpair
 };
 
 // The core's per-queue state. Created by Target::create_qpair() when the transport accepts a
@@ -143,8 +177,11 @@ class Qpair {
   bool sq_flow_control_disabled() const noexcept { return sq_flow_control_disabled_; }
   // Requests between execute() and request_complete().
   uint32_t outstanding() const noexcept { return outstanding_; }
-  // Of those, requests inside a bdev (destroy_qpair answers busy while this is not 0).
+  // Of those, requests inside a bdev (destroy_qpair answers busy while this is not 0, until
+  // the teardown timeout).
   uint32_t in_bdev() const noexcept { return in_bdev_; }
+  // Of those, requests waiting for room in their bdev (BdevLane).
+  uint32_t waiting_for_bdev() const noexcept { return waiting_for_bdev_; }
   Controller* controller() const noexcept { return controller_; }
   reactor::Reactor& reactor() const noexcept { return reactor_; }
   Target& target() const noexcept { return target_; }
@@ -155,7 +192,9 @@ class Qpair {
   friend class Controller;
   friend class PollGroup;
   friend void detail::finish(Request& req) noexcept;
+  friend void detail::complete_abort(Request& abort, const spec::Status& status) noexcept;
   friend void refuse(Request& req, const spec::Status& status) noexcept;
+  friend void refuse_aborted(Request& req) noexcept;
   Qpair(Target& target, PollGroup& group, reactor::Reactor& reactor, const TransportOps& ops,
         uint32_t queue_depth) noexcept;
   ~Qpair();
@@ -180,17 +219,23 @@ class Qpair {
   bool sq_flow_control_disabled_ = false;
   uint32_t outstanding_ = 0;
   uint32_t in_bdev_ = 0;
+  uint32_t waiting_for_bdev_ = 0;  // on some BdevLane of the poll group
+  // Admin queue: its Aborts out on some queue pair's inbox or on their way back (Abort Command
+  // Limit). Admin reactor only.
+  uint32_t aborts_in_flight_ = 0;
+  // Reactor clock time after which destroy_qpair stops waiting for requests inside a bdev;
+  // set by its first call.
+  uint64_t teardown_deadline_ns_ = 0;
   Controller* controller_ = nullptr;  // set at Connect; read by other threads under the mutex
-  // I/O commands that could not be submitted yet (bdev busy), oldest first. Owner thread only.
-  IntrusiveList<Request, &Request::link> pending_;
   // Raised by other threads (under the target mutex) when this queue must be torn down; the
   // poll group calls ops.qpair_disconnect once on the owner thread.
   std::atomic<bool> disconnect_requested_{false};
   bool disconnect_notified_ = false;
-  // Aborts from the admin queue looking for a command on this queue. Guarded by the target
-  // mutex (written by the admin reactor, drained by this one).
+  // Aborts from the admin queue looking for a command on this queue, and those waiting for
+  // their command's transfer (abort_after_transfer). Guarded by the target mutex (written by
+  // the admin reactor, drained by this one).
   IntrusiveList<Request, &Request::link> abort_inbox_;
-  ListNode group_link_;  // on PollGroup::qpairs_
+  ListNode group_link_;  // on PollGroup::qpairs_, or PollGroup::abandoned_
 };
 
 // The entry point: runs `req` on its queue pair (req.qpair). Owner thread of the queue pair.
@@ -201,5 +246,10 @@ void execute(Request& req) noexcept;
 // from the transport's parser): consumes its SQ entry like execute() and answers `status`
 // through request_complete, synchronously, with CID, SQID and SQHD filled. Same thread rules.
 void refuse(Request& req, const spec::Status& status) noexcept;
+// For a command the transport answered TransportAbort::after_transfer for, once its transfer
+// has ended: refuse() with Command Abort Requested, and the Aborts waiting for it are answered
+// "aborted" (CQE DW0 bit 0 = 0). A transfer that failed tears the queue down instead; the
+// waiting Aborts are then answered "not aborted" when the queue pair is destroyed.
+void refuse_aborted(Request& req) noexcept;
 
 }  // namespace nvmf::target

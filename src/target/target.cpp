@@ -55,19 +55,39 @@ void refuse(Request& req, const spec::Status& status) noexcept {
   detail::complete_status(req, status);
 }
 
+void refuse_aborted(Request& req) noexcept {
+  Qpair& qpair = *req.qpair;
+  const uint16_t cid = req.cmd.cid;
+  // The command's answer goes first, so no host sees the Abort's "aborted" before it.
+  refuse(req, spec::generic_status(spec::sc_generic::abort_requested));
+  std::lock_guard lock(qpair.target_.mutex_);
+  auto& inbox = qpair.abort_inbox_;
+  for (Request* abort = inbox.empty() ? nullptr : &inbox.front(); abort != nullptr;) {
+    Request* next = inbox.next_of(*abort);
+    if (abort->abort_after_transfer && static_cast<uint16_t>(abort->abort_target >> 16) == cid) {
+      inbox.remove(*abort);
+      abort->abort_after_transfer = false;
+      abort->rsp.cdw0 = 0;  // aborted
+      abort->qpair->group_.answer_abort_locked(*abort);
+    }
+    abort = next;
+  }
+}
+
 Qpair::Qpair(Target& target, PollGroup& group, reactor::Reactor& reactor, const TransportOps& ops,
              uint32_t queue_depth) noexcept
     : target_(target), group_(group), reactor_(reactor), ops_(ops), sq_size_(queue_depth) {}
 
 Qpair::~Qpair() {
-  assert(pending_.empty() && abort_inbox_.empty());
+  assert(waiting_for_bdev_ == 0 && abort_inbox_.empty());
   assert(!group_link_.linked());
 }
 
 void Qpair::set_state(QpairState next) noexcept {
   const bool allowed = (state_ == QpairState::idle && next == QpairState::connected) ||
                        (state_ == QpairState::idle && next == QpairState::destroying) ||
-                       (state_ == QpairState::connected && next == QpairState::destroying);
+                       (state_ == QpairState::connected && next == QpairState::destroying) ||
+                       (state_ == QpairState::destroying && next == QpairState::abandoned);
   assert(allowed && "invalid queue pair state transition");
   (void)allowed;
   state_ = next;
@@ -133,6 +153,12 @@ void finish(Request& req) noexcept {
 void complete_status(Request& req, const spec::Status& status) noexcept {
   req.rsp.set_status(status);
   finish(req);
+}
+
+void complete_abort(Request& abort, const spec::Status& status) noexcept {
+  assert(abort.qpair->aborts_in_flight_ > 0);
+  --abort.qpair->aborts_in_flight_;
+  complete_status(abort, status);
 }
 
 }  // namespace detail
@@ -201,8 +227,9 @@ Result<void> Target::add_subsystem(const SubsystemOpts& opts) {
     return Unexpected(Errc::invalid_argument, "nqn");
   }
   if (!spec::nqn_valid(opts.nqn)) {
-    NVMF_WARNLOG(target, "subsystem \"%s\" does not have the NQN form nqn.yyyy-mm.domain:name; "
-                         "accepted, as the Linux target accepts it",
+    NVMF_WARNLOG(target,
+                 "subsystem \"%s\" does not have the NQN form nqn.yyyy-mm.domain:name; "
+                 "accepted, as the Linux target accepts it",
                  opts.nqn.c_str());
   }
   if (opts.serial_number.size() > kSerialNumberMax || !printable_ascii(opts.serial_number)) {
@@ -472,7 +499,7 @@ PollGroup& Target::group_for(reactor::Reactor& reactor) {
 Result<Qpair*> Target::create_qpair(reactor::Reactor& reactor, const TransportOps& ops,
                                     uint32_t queue_depth) {
   if (queue_depth == 0 || queue_depth > 65536 || ops.request_complete == nullptr ||
-      ops.qpair_disconnect == nullptr) {
+      ops.request_released == nullptr || ops.qpair_disconnect == nullptr) {
     return Unexpected(Errc::invalid_argument, "queue_depth or transport ops");
   }
   PollGroup& group = group_for(reactor);
@@ -481,79 +508,97 @@ Result<Qpair*> Target::create_qpair(reactor::Reactor& reactor, const TransportOp
   return qpair;
 }
 
-Result<void> Target::destroy_qpair(Qpair& qpair) {
-  qpair.owner_.check();
-  if (qpair.state_ != QpairState::destroying) {
-    IntrusiveList<Request, &Request::link> aborted;  // completed after the lock is dropped
-    Request* held[kAsyncEventRequestsMax] = {};
-    unsigned held_count = 0;
-    {
-      std::lock_guard lock(mutex_);
-      Controller* controller = qpair.controller_;
-      if (controller != nullptr) {
-        controller->qpairs_[qpair.qid_] = nullptr;
-        --controller->attached_;
-        if (qpair.is_admin()) {
-          // The association ends with the admin queue (owner thread: the admin reactor).
-          controller->admin_qpair_ = nullptr;
-          controller->admin_reactor_.cancel_timer(controller->keep_alive_timer_);
-          held_count = controller->held_event_count_;
-          for (unsigned i = 0; i < held_count; ++i) held[i] = controller->held_events_[i];
-          controller->held_event_count_ = 0;
-          if (controller->state_ != ControllerState::destroying) {
-            controller->set_state(ControllerState::destroying);
-          }
-          controller->request_disconnect_locked(false);
-          // Aborts this queue sent that still wait elsewhere.
-          for (Qpair* other : controller->qpairs_) {
-            if (other == nullptr) continue;
-            for (Request* req = other->abort_inbox_.empty() ? nullptr
-                                                            : &other->abort_inbox_.front();
-                 req != nullptr;) {
-              Request* next = other->abort_inbox_.next_of(*req);
-              if (req->qpair == &qpair) {
-                other->abort_inbox_.remove(*req);
-                aborted.push_back(*req);
-              }
-              req = next;
-            }
-          }
-          auto& returns = qpair.group_.abort_returns_;
-          for (Request* req = returns.empty() ? nullptr : &returns.front(); req != nullptr;) {
-            Request* next = returns.next_of(*req);
+void Target::detach_qpair(Qpair& qpair) {
+  IntrusiveList<Request, &Request::link> aborted;  // completed after the lock is dropped
+  Request* held[kAsyncEventRequestsMax] = {};
+  unsigned held_count = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Controller* controller = qpair.controller_;
+    if (controller != nullptr) {
+      controller->qpairs_[qpair.qid_] = nullptr;
+      --controller->attached_;
+      if (qpair.is_admin()) {
+        // The association ends with the admin queue (owner thread: the admin reactor).
+        controller->admin_qpair_ = nullptr;
+        controller->admin_reactor_.cancel_timer(controller->keep_alive_timer_);
+        held_count = controller->held_event_count_;
+        for (unsigned i = 0; i < held_count; ++i) held[i] = controller->held_events_[i];
+        controller->held_event_count_ = 0;
+        if (controller->state_ != ControllerState::destroying) {
+          controller->set_state(ControllerState::destroying);
+        }
+        controller->request_disconnect_locked(false);
+        // Aborts this queue sent that still wait elsewhere.
+        for (Qpair* other : controller->qpairs_) {
+          if (other == nullptr) continue;
+          for (Request* req = other->abort_inbox_.empty() ? nullptr : &other->abort_inbox_.front();
+               req != nullptr;) {
+            Request* next = other->abort_inbox_.next_of(*req);
             if (req->qpair == &qpair) {
-              returns.remove(*req);
+              other->abort_inbox_.remove(*req);
               aborted.push_back(*req);
             }
             req = next;
           }
         }
-        qpair.controller_ = nullptr;
-        if (controller->attached_ == 0) {
-          Subsystem& subsystem = controller->subsystem();
-          auto& list = subsystem.controllers_;
-          list.erase(std::find(list.begin(), list.end(), controller));
-          NVMF_INFOLOG(target, "%s: controller %u destroyed", subsystem.nqn().c_str(),
-                       controller->cntlid());
-          controllers_.erase(
-              std::find_if(controllers_.begin(), controllers_.end(),
-                           [&](const auto& owned) { return owned.get() == controller; }));
+        auto& returns = qpair.group_.abort_returns_;
+        for (Request* req = returns.empty() ? nullptr : &returns.front(); req != nullptr;) {
+          Request* next = returns.next_of(*req);
+          if (req->qpair == &qpair) {
+            returns.remove(*req);
+            aborted.push_back(*req);
+          }
+          req = next;
         }
       }
-      // Aborts waiting in this queue's inbox go home unanswered ("not aborted").
-      while (Request* req = qpair.abort_inbox_.pop_front()) {
-        req->rsp.cdw0 = 1;
-        req->qpair->group_.abort_returns_.push_back(*req);
-        req->qpair->group_.raise_attention();
+      qpair.controller_ = nullptr;
+      if (controller->attached_ == 0) {
+        Subsystem& subsystem = controller->subsystem();
+        auto& list = subsystem.controllers_;
+        list.erase(std::find(list.begin(), list.end(), controller));
+        NVMF_INFOLOG(target, "%s: controller %u destroyed", subsystem.nqn().c_str(),
+                     controller->cntlid());
+        controllers_.erase(
+            std::find_if(controllers_.begin(), controllers_.end(),
+                         [&](const auto& owned) { return owned.get() == controller; }));
       }
     }
-    qpair.set_state(QpairState::destroying);
-    const spec::Status deleted = spec::generic_status(spec::sc_generic::aborted_sq_deletion);
-    for (unsigned i = 0; i < held_count; ++i) detail::complete_status(*held[i], deleted);
-    while (Request* req = aborted.pop_front()) detail::complete_status(*req, deleted);
-    qpair.group_.fail_pending(qpair, deleted);
+    // Aborts waiting in this queue's inbox (for a transfer too) go home: "not aborted".
+    while (Request* req = qpair.abort_inbox_.pop_front()) {
+      req->rsp.cdw0 = 1;
+      req->abort_after_transfer = false;
+      req->qpair->group_.answer_abort_locked(*req);
+    }
   }
-  if (qpair.in_bdev_ > 0) return Unexpected(Errc::busy, "requests inside a bdev");
+  qpair.set_state(QpairState::destroying);
+  qpair.teardown_deadline_ns_ =
+      qpair.reactor_.clock().now_ns() + uint64_t{opts_.teardown_timeout_ms} * 1000 * 1000;
+  const spec::Status deleted = spec::generic_status(spec::sc_generic::aborted_sq_deletion);
+  for (unsigned i = 0; i < held_count; ++i) detail::complete_status(*held[i], deleted);
+  while (Request* req = aborted.pop_front()) detail::complete_abort(*req, deleted);
+  qpair.group_.fail_pending(qpair, deleted);
+}
+
+Result<void> Target::destroy_qpair(Qpair& qpair, StuckCommands stuck) {
+  qpair.owner_.check();
+  if (qpair.state_ != QpairState::destroying) detach_qpair(qpair);
+  if (qpair.aborts_in_flight_ > 0) return Unexpected(Errc::busy, "Aborts on other reactors");
+  if (qpair.in_bdev_ > 0) {
+    const bool timed_out = qpair.reactor_.clock().now_ns() >= qpair.teardown_deadline_ns_;
+    if (stuck == StuckCommands::wait && !timed_out) {
+      return Unexpected(Errc::busy, "requests inside a bdev");
+    }
+    // Only requests inside a bdev are left: everything else was answered by detach_qpair.
+    assert(qpair.outstanding_ == qpair.in_bdev_);
+    NVMF_WARNLOG(target,
+                 "queue %u: %u commands still inside a bdev %s; the queue goes without them "
+                 "(their completions will be dropped)",
+                 qpair.qid_, qpair.in_bdev_,
+                 timed_out ? "after teardown_timeout_ms" : "at shutdown");
+    qpair.group_.abandon(qpair);
+    return {};
+  }
   assert(qpair.outstanding_ == 0);
   qpair.group_.remove_qpair(qpair);
   delete &qpair;
@@ -572,6 +617,18 @@ Result<void> Target::release_reactor(reactor::Reactor& reactor) {
   if (!group->qpairs_.empty()) return Unexpected(Errc::busy, "queue pairs remain on the reactor");
   group->shutdown();
   return {};
+}
+
+TargetStats Target::stats() const {
+  TargetStats stats;
+  std::lock_guard lock(mutex_);
+  for (const auto& group : groups_) {
+    const PollGroupCounters& counters = group->counters();
+    stats.bdev_busy_waits += counters.bdev_busy_waits.load(std::memory_order_relaxed);
+    stats.abandoned_qpairs += counters.abandoned_qpairs.load(std::memory_order_relaxed);
+    stats.late_completions += counters.late_completions.load(std::memory_order_relaxed);
+  }
+  return stats;
 }
 
 void Target::execute(Request& req) noexcept {

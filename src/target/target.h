@@ -42,6 +42,20 @@ enum class ConnectedControllers : uint8_t {
   disconnect,  // remove anyway; every queue pair of its controllers is asked to disconnect
 };
 
+// What destroy_qpair does with requests still inside a bdev.
+enum class StuckCommands : uint8_t {
+  wait,     // answer busy until they complete, for at most TargetOpts::teardown_timeout_ms
+            // after the first call; then abandon them
+  abandon,  // stop waiting now (the target is shutting down)
+};
+
+// Counters of the core, summed over reactors (Target::stats).
+struct TargetStats {
+  uint64_t bdev_busy_waits = 0;   // commands that waited for room in their bdev (never failed)
+  uint64_t abandoned_qpairs = 0;  // queue pairs torn down with commands still inside a bdev
+  uint64_t late_completions = 0;  // completions of those commands, dropped
+};
+
 // A consistent copy of one subsystem's state, taken under the target mutex (subsystems_info).
 struct QpairInfo {
   uint16_t qid = 0;
@@ -141,24 +155,36 @@ class Target {
   // holds without the bdev (held AERs, commands waiting for a busy bdev, aborts in flight)
   // with "Command Aborted due to SQ Deletion" through request_complete. Errors: busy while
   // requests are inside a bdev: they complete (request_complete) at later polls of the
-  // reactor; call again then. On success the Qpair is freed. Must not be called from inside
-  // request_complete.
-  Result<void> destroy_qpair(Qpair& qpair);
+  // reactor; call again then; or while Aborts this (admin) queue sent are being looked up on
+  // another reactor (they come back within a poll). A bdev that does not give its requests
+  // back does not hold the teardown up for ever: teardown_timeout_ms after the first call (at
+  // once with StuckCommands::abandon) destroy_qpair succeeds anyway, logs how many it left,
+  // and lends those requests to the core (request.h: TransportOps::request_released gives
+  // each back when its bdev lets go; the core's Qpair lives until the last one). On success the
+  // Qpair is the transport's no more. Must not be called from inside request_complete.
+  Result<void> destroy_qpair(Qpair& qpair, StuckCommands stuck = StuckCommands::wait);
   void execute(Request& req) noexcept;
   // Reactor thread, at shutdown: closes this reactor's bdev channels and removes the core's
-  // poller (its poll group). Errors: busy while queue pairs of the reactor exist; not_found
-  // when the core never used the reactor. Afterwards the target may be destroyed on any
-  // thread once the reactors have stopped.
+  // poller (its poll group). Closing a channel completes what it holds as aborted, so the
+  // requests of abandoned queue pairs are released (TransportOps::request_released) here at
+  // the latest: release reactors before the transport goes. Errors: busy while queue pairs of
+  // the reactor exist; not_found when the core never used the reactor. Afterwards the target
+  // may be destroyed on any thread once the reactors have stopped.
   Result<void> release_reactor(reactor::Reactor& reactor);
+  // Any thread: the core's counters.
+  TargetStats stats() const;
 
  private:
   friend class Controller;
   friend class PollGroup;
+  friend void refuse_aborted(Request& req) noexcept;
 
   explicit Target(const TargetOpts& opts);
   Subsystem* find_subsystem_locked(std::string_view nqn) const noexcept;
   void remove_namespace_locked(Subsystem& subsystem, uint32_t nsid);
   PollGroup& group_for(reactor::Reactor& reactor);
+  // destroy_qpair's first call: detach, answer what the core holds, start the teardown clock.
+  void detach_qpair(Qpair& qpair);
   void bump_discovery_generation_locked() noexcept;
 
   // connect.cpp
@@ -201,6 +227,8 @@ void zero_request(Request& req) noexcept;
 // Fills CID/SQID/SQHD, hands the request back to the transport.
 void finish(Request& req) noexcept;
 void complete_status(Request& req, const spec::Status& status) noexcept;
+// Completes an Abort that was in flight (counted against the Abort Command Limit).
+void complete_abort(Request& abort, const spec::Status& status) noexcept;
 }  // namespace detail
 
 }  // namespace nvmf::target

@@ -37,6 +37,23 @@ spec::Cqe make_aborted_cqe(const HostCommand& command, uint16_t sqid) {
   return cqe;
 }
 
+// A send-queue WR the QP took, into the stats (HostQueueStats: what a key policy costs).
+void count_posted(const verbs::SendWr& wr, HostQueueStats* stats) noexcept {
+  switch (wr.opcode) {
+    case verbs::WrOpcode::bind_mw:
+      ++stats->binds_posted;
+      break;
+    case verbs::WrOpcode::local_inv:
+      ++stats->local_invalidates_posted;
+      break;
+    default:  // the host posts no RDMA READ / WRITE, nor SEND_WITH_INV
+      ++stats->sends_posted;
+      break;
+  }
+  if ((wr.flags & verbs::kWrSignaled) != 0) ++stats->signaled_posted;
+  if ((wr.flags & verbs::kWrFenced) != 0) ++stats->fenced_posted;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -84,7 +101,10 @@ struct HostQueue::Resources {
   std::unique_ptr<verbs::CompletionQueue> cq;
   verbs::QueuePair* qp = nullptr;
   uint32_t max_send_sges = 1;
+  verbs::DeviceCaps caps;  // the device's, kept for key policies built after the route goes
   std::unique_ptr<memreg::KeyPolicy> keys;
+  // The policy a switch replaced, while the HCA may still hold WRs naming its windows.
+  std::unique_ptr<memreg::KeyPolicy> retired_keys;
   std::vector<HostCommand> commands;  // index = CID
   uint8_t* capsules = nullptr;        // commands.size() x kCapsuleStride, from the memory map
   uint32_t capsule_lkey = 0;
@@ -100,6 +120,7 @@ struct HostQueue::Resources {
   }
   ~Resources() {
     drop_connection();
+    retired_keys.reset();
     keys.reset();
     if (map != nullptr) {
       map->free(capsules);
@@ -117,6 +138,7 @@ HostQueue::HostQueue(verbs::Provider& provider, HostDomains& domains, const Host
 
 HostQueue::~HostQueue() {
   disconnect();
+  domains_.async_events().remove(async_watch_);
   while (free_.pop() != nullptr) {
   }
 }
@@ -179,10 +201,11 @@ Result<void> HostQueue::create_buffers() noexcept {
   }
   res_->response_lkey = keys.lkey;
 
+  res_->caps = device->caps();  // setup-path: copies the device name
   memreg::KeyPolicyOpts key_opts;
   key_opts.kind = opts_.key_policy;
   key_opts.depth = entries;
-  auto policy = memreg::KeyPolicy::create(*res_->domain.pd, device->caps(), key_opts);
+  auto policy = memreg::KeyPolicy::create(*res_->domain.pd, res_->caps, key_opts);
   if (!policy) return Unexpected(policy.error());
   res_->keys = std::move(*policy);
   return {};
@@ -212,6 +235,7 @@ Result<void> HostQueue::create_qp() noexcept {
   if (!qp) return Unexpected(qp.error());
   res_->qp = *qp;
   res_->max_send_sges = res_->qp->granted().max_send_sge;
+  domains_.async_events().add(async_watch_, *device, res_->qp->qp_num(), *res_->cq);
   send_posted_ = 0;
   send_retired_ = 0;
   recv_wrs_posted_ = 0;
@@ -242,6 +266,7 @@ Result<void> HostQueue::post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t w
   if (!posted) return posted;
   send_posted_ = (send_posted_ + 1) & kSeqMask;
   doorbell_due_ = true;
+  count_posted(wr, &stats_);
   return {};
 }
 
@@ -402,6 +427,12 @@ Result<void> HostQueue::submit(HostCommand& command, DataDirection direction, co
   if (state_ != HostQueueState::connected || in_error_) {
     put_command(command);
     return Unexpected(Errc::bad_state, "queue not connected");
+  }
+  // A draining queue takes no new command, but the Connect of a reconnect (reserved slot) must
+  // go out for the commands it resends to drain at all.
+  if (key_switch_ != KeySwitchState::none && command.cid != depth_) {
+    put_command(command);
+    return Unexpected(Errc::busy, "key policy switch draining");
   }
   if (iovcnt < 0 || static_cast<uint32_t>(iovcnt) > kMaxIovecs ||
       (direction != DataDirection::none && iovcnt == 0)) {
@@ -632,10 +663,11 @@ void HostQueue::handle_completion(const verbs::WorkCompletion& wc, uint32_t* cal
     }
   }
   if (kind == kKindLocalInv) {
+    memreg::KeyPolicy& keys = key_policy_of(wr_seq(wc.wr_id));
     if (ok) {
-      res_->keys->on_local_inv_done(window);
+      keys.on_local_inv_done(window);
     } else {
-      res_->keys->on_abandoned(window);
+      keys.on_abandoned(window);
     }
     if (cid != kNoCid && cid < res_->commands.size()) {
       HostCommand& command = res_->commands[cid];
@@ -654,6 +686,15 @@ void HostQueue::handle_completion(const verbs::WorkCompletion& wc, uint32_t* cal
   // A response may have arrived before the SEND's completion reported a flush: the target
   // did execute the command, so its answer stands.
   maybe_finish(command, callbacks);
+}
+
+void HostQueue::take_async_error() noexcept {
+  const HostAsyncWatch::Failure failure = async_watch_.take();
+  // A lost CQ (or device) returns no WR: waiting for the drain would wait forever. The QP is
+  // in error, so the HCA runs none of them, and a reconnect destroys it before any buffer or
+  // window of it is used again.
+  completions_lost_ = completions_lost_ || failure.completions_lost;
+  enter_error(failure.reason);  // the log line; nothing new if the QP already failed
 }
 
 void HostQueue::enter_error(const char* why, bool requested) noexcept {
@@ -715,6 +756,7 @@ void HostQueue::settle_after_error(uint32_t* callbacks) noexcept {
       finish(command, callbacks);
     }
   }
+  res_->retired_keys.reset();  // setup-path (deallocates windows): no WR names them any more
   state_ = HostQueueState::disconnected;
 }
 
@@ -722,13 +764,16 @@ int HostQueue::poll(uint32_t max_completions) noexcept {
   if (state_ != HostQueueState::connected) return 0;
   if (doorbell_due_) {
     doorbell_due_ = false;
+    ++stats_.doorbells;
     if (!res_->qp->flush()) enter_error("doorbell failed");
   }
   if (--cm_poll_countdown_ == 0) {
     cm_poll_countdown_ = kCmPollInterval;
     verbs::CmEvent event;
     while (res_->channel->poll_event(&event)) handle_cm_event(event);
+    (void)domains_.async_events().poll();  // for every queue of the host (host_async_events.h)
   }
+  if (async_watch_.pending()) take_async_error();
   uint32_t callbacks = 0;
   verbs::WorkCompletion wcs[kCqBatch];
   for (;;) {
@@ -738,14 +783,19 @@ int HostQueue::poll(uint32_t max_completions) noexcept {
       want = std::min(want, max_completions - callbacks);
     }
     const int reaped = res_->cq->poll(std::span(wcs, want));
+    stats_.cqes_reaped += static_cast<uint64_t>(std::max(reaped, 0));
     for (int i = 0; i < reaped; ++i) handle_completion(wcs[i], &callbacks);
     if (static_cast<uint32_t>(reaped) < want) break;
   }
+  if (res_->retired_keys) release_retired_key_policy();
+  if (key_switch_ != KeySwitchState::none && !in_error_) advance_key_switch();
   if (doorbell_due_ && !in_error_) {
     doorbell_due_ = false;
+    ++stats_.doorbells;
     if (!res_->qp->flush()) enter_error("doorbell failed");
   }
-  if (in_error_ && send_retired_ == send_posted_ && recv_wrs_posted_ == 0) {
+  if (in_error_ &&
+      (completions_lost_ || (send_retired_ == send_posted_ && recv_wrs_posted_ == 0))) {
     settle_after_error(&callbacks);
   }
   return static_cast<int>(callbacks);
@@ -753,6 +803,7 @@ int HostQueue::poll(uint32_t max_completions) noexcept {
 
 void HostQueue::disconnect() noexcept {
   stopping_ = true;
+  key_switch_ = KeySwitchState::none;  // a switch asked for is dropped with the queue
   if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
     fail(Errc::disconnected, "disconnected while connecting");
   }
@@ -785,9 +836,16 @@ Result<void> HostQueue::reconnect(uint16_t cntlid) noexcept {
     return Unexpected(Errc::bad_state, "reconnect: the queue is not down");
   }
   if (!ever_connected_) return Unexpected(Errc::bad_state, "reconnect: never connected");
+  domains_.async_events().remove(async_watch_);  // events of the old QP are moot
+  completions_lost_ = false;
   res_->drop_connection();
-  auto reset = res_->keys->reset();
-  if (!reset) return Unexpected(reset.error());
+  // Every WR is back: a switch asked for meanwhile needs no drain, the new QP starts with it.
+  const bool switched = key_switch_ != KeySwitchState::none && replace_key_policy();
+  key_switch_ = KeySwitchState::none;
+  if (!switched) {
+    auto reset = res_->keys->reset();
+    if (!reset) return Unexpected(reset.error());
+  }
   opts_.cntlid = cntlid;
   in_error_ = false;
   doorbell_due_ = false;
@@ -819,6 +877,106 @@ uint32_t HostQueue::resubmit_pending() noexcept {
     finish(command, &callbacks);
   }
   return sent;
+}
+
+// ---------------------------------------------------------------------------------------
+// Key policy switch
+
+bool HostQueue::supports_key_policy(memreg::KeyPolicyKind kind) const noexcept {
+  return memreg::KeyPolicy::supported(kind, res_->caps);
+}
+
+Result<void> HostQueue::request_key_policy(memreg::KeyPolicyKind kind) noexcept {
+  if (stopping_) return Unexpected(Errc::bad_state, "queue disconnected by its owner");
+  if (!supports_key_policy(kind)) {
+    NVMF_ERRLOG(rdma_host, "queue %u: %s cannot do memreg policy %s (no type-2 memory windows)",
+                opts_.qid, res_->caps.name.c_str(), memreg::key_policy_name(kind));
+    return Unexpected(Errc::not_supported, "key policy: no type-2 memory windows");
+  }
+  if (kind == opts_.key_policy) {
+    key_switch_ = KeySwitchState::none;  // nothing to do, or a pending switch called off
+    return {};
+  }
+  key_switch_to_ = kind;
+  if (key_switch_ == KeySwitchState::none) key_switch_ = KeySwitchState::draining;
+  return {};
+}
+
+void HostQueue::advance_key_switch() noexcept {
+  for (;;) {
+    switch (key_switch_) {
+      case KeySwitchState::none:
+        return;
+      case KeySwitchState::draining:
+        // A sagi I/O is outstanding until its LOCAL_INV completed; a deferred window is in use
+        // until its LOCAL_INV completed, after its I/O.
+        if (outstanding_ != 0 || res_->keys->windows_in_use() != 0) return;
+        key_switch_ = KeySwitchState::switching;
+        break;
+      case KeySwitchState::switching:
+        (void)replace_key_policy();  // built or not, the queue resumes
+        key_switch_ = KeySwitchState::none;
+        break;
+    }
+  }
+}
+
+bool HostQueue::replace_key_policy() noexcept {
+  // Setup path (inside poll() on a live queue): allocates the new pool, nothing is in flight.
+  memreg::KeyPolicyOpts key_opts;
+  key_opts.kind = key_switch_to_;
+  key_opts.depth = opts_.entries;
+  auto made = memreg::KeyPolicy::create(*res_->domain.pd, res_->caps, key_opts);
+  if (!made) {
+    ++stats_.key_policy_switch_failures;
+    NVMF_ERRLOG(rdma_host, "queue %u: memreg policy switch %s -> %s failed (%s): staying on %s",
+                opts_.qid, memreg::key_policy_name(opts_.key_policy),
+                memreg::key_policy_name(key_switch_to_), errc_name(made.error().code),
+                memreg::key_policy_name(opts_.key_policy));
+    return false;
+  }
+  NVMF_INFOLOG(rdma_host, "queue %u: memreg policy %s -> %s", opts_.qid,
+               memreg::key_policy_name(opts_.key_policy), memreg::key_policy_name(key_switch_to_));
+  retire_key_policy(std::move(res_->keys));
+  res_->keys = std::move(*made);
+  opts_.key_policy = key_switch_to_;
+  ++stats_.key_policy_switches;
+  return true;
+}
+
+void HostQueue::retire_key_policy(std::unique_ptr<memreg::KeyPolicy> old) noexcept {
+  // Unsignaled LOCAL_INVs (unsafe, max) after the last SEND stay unretired until the next
+  // signaled completion: until then the HCA may still execute them, on old's windows.
+  if (send_retired_ == send_posted_) return;  // old goes now
+  if (res_->retired_keys) {
+    // Still waiting for an older policy's WRs: `old` posted nothing since (any SEND of its
+    // would have retired them), so it can go now.
+    assert(send_posted_ == retired_keys_seq_);
+    return;
+  }
+  res_->retired_keys = std::move(old);
+  retired_keys_seq_ = send_posted_;
+}
+
+void HostQueue::release_retired_key_policy() noexcept {
+  if (retired_before(retired_keys_seq_)) res_->retired_keys.reset();  // setup-path: dealloc
+}
+
+memreg::KeyPolicy& HostQueue::key_policy_of(uint32_t seq) noexcept {
+  if (res_->retired_keys) {
+    // WRs posted since the switch have sequences in [retired_keys_seq_, send_posted_).
+    const uint32_t since_switch = (seq - retired_keys_seq_) & kSeqMask;
+    if (since_switch >= ((send_posted_ - retired_keys_seq_) & kSeqMask)) {
+      return *res_->retired_keys;
+    }
+  }
+  return *res_->keys;
+}
+
+bool HostQueue::retired_before(uint32_t seq) const noexcept {
+  // Unretired WRs are the newest ones; the send queue never holds 2^24 of them.
+  const uint32_t unretired = (send_posted_ - send_retired_) & kSeqMask;
+  return unretired <= ((send_posted_ - seq) & kSeqMask);
 }
 
 }  // namespace nvmf::transport_rdma

@@ -17,6 +17,12 @@
 // or a type-2 window bound just before the SEND (the other policies), invalidated by the
 // target or by the LOCAL_INV the policy asks for.
 //
+// Key policy switch (request_key_policy(), on a live queue): draining (submit() answers busy;
+// the commands in flight complete, and so do the policy's signaled LOCAL_INVs) -> switching
+// (nothing holds a window: the new policy is built) -> resumed. The old policy's windows are
+// deallocated only once the HCA has retired every WR that names them (an unsignaled LOCAL_INV
+// is retired by the next signaled completion), so a live key never loses its window.
+//
 // Errors: any failed WR (a bind failing with status 6 included), a response for a command not
 // outstanding, or a CM disconnect moves the QP to error. Once the HCA has returned every WR,
 // outstanding commands either complete with Command Aborted due to SQ Deletion (no recovery)
@@ -43,6 +49,7 @@
 #include "memreg/memory_map.h"
 #include "spec/nvme.h"
 #include "spec/sgl.h"
+#include "transport_rdma/host_async_events.h"
 #include "verbs/verbs.h"
 
 namespace nvmf::transport_rdma {
@@ -62,6 +69,8 @@ class HostDomains {
   };
   Result<Domain> get(verbs::Device& device) noexcept;
   memreg::MemoryMap& map() noexcept { return map_; }
+  // The devices' async events, for every queue of this host (host_async_events.h).
+  HostAsyncEvents& async_events() noexcept { return async_events_; }
 
  private:
   struct Entry {
@@ -72,6 +81,7 @@ class HostDomains {
   memreg::MemoryMap& map_;
   std::mutex mutex_;
   std::vector<Entry> entries_;
+  HostAsyncEvents async_events_;
 };
 
 enum class HostQueueState : uint8_t {
@@ -82,6 +92,13 @@ enum class HostQueueState : uint8_t {
   disconnected,  // was connected; every WR is back (commands may wait in pending_retry)
 };
 const char* host_queue_state_name(HostQueueState state) noexcept;
+
+// Where a key policy switch stands (request_key_policy()).
+enum class KeySwitchState : uint8_t {
+  none,       // the policy in use serves every submit
+  draining,   // submit() answers busy; waits for every command and every window in use
+  switching,  // nothing in flight: poll() builds the new policy and retires the old one
+};
 
 struct HostQueueOpts {
   std::string address;
@@ -141,6 +158,19 @@ struct HostQueueStats {
   uint64_t qp_errors = 0;         // times the QP went to error (not counting disconnect())
   uint64_t bind_errors = 0;       // BIND_MW completions with an error (status 6 and others)
   uint64_t resubmitted = 0;       // commands sent again after a reconnect
+  // The work a key policy costs, counted where it is posted (reconnects included), so a
+  // benchmark can divide by its I/Os: send-queue WRs by opcode, their flags, the doorbells
+  // poll() rings for what was posted since its last one (receives included; the set-up's and
+  // a drain's flush aside) and the completions poll() reaps.
+  uint64_t sends_posted = 0;              // SEND: command capsules, and the drain of a failure
+  uint64_t binds_posted = 0;              // BIND_MW
+  uint64_t local_invalidates_posted = 0;  // LOCAL_INV
+  uint64_t signaled_posted = 0;           // send-queue WRs with kWrSignaled
+  uint64_t fenced_posted = 0;             // send-queue WRs with kWrFenced
+  uint64_t doorbells = 0;
+  uint64_t cqes_reaped = 0;          // work completions polled from the CQ, receives included
+  uint64_t key_policy_switches = 0;  // request_key_policy() switches done
+  uint64_t key_policy_switch_failures = 0;  // ... that could not build the new policy
 };
 
 class HostQueue {
@@ -212,6 +242,20 @@ class HostQueue {
   const HostQueueStats& stats() const noexcept { return stats_; }
   const memreg::KeyPolicy* key_policy() const noexcept;
 
+  // Asks for key policy `kind` from now on (see the top of this file). A request while a
+  // switch is pending replaces its target; asking for the policy in use then cancels it, and
+  // is a no-op otherwise. On a queue whose QP is down (after a QP error) the switch happens in
+  // reconnect(): the new QP starts with it. If the new policy cannot be built (the device is
+  // out of windows), the old one stays (stats().key_policy_switch_failures, an error logged).
+  // Errors, changing nothing: not_supported when the device cannot do `kind` (no type-2
+  // windows), bad_state after disconnect(). Owner thread.
+  Result<void> request_key_policy(memreg::KeyPolicyKind kind) noexcept;
+  // Whether the queue's device can do `kind` (what request_key_policy() answers
+  // not_supported for). Any thread once connected: the device's caps do not change.
+  bool supports_key_policy(memreg::KeyPolicyKind kind) const noexcept;
+  memreg::KeyPolicyKind key_policy_kind() const noexcept { return opts_.key_policy; }
+  KeySwitchState key_switch_state() const noexcept { return key_switch_; }
+
  private:
   struct Resources;
   HostQueue(verbs::Provider& provider, HostDomains& domains, const HostQueueOpts& opts);
@@ -225,6 +269,8 @@ class HostQueue {
   void maybe_finish(HostCommand& command, uint32_t* callbacks) noexcept;
   void finish(HostCommand& command, uint32_t* callbacks) noexcept;
   void enter_error(const char* why, bool requested = false) noexcept;
+  // An async event failed the QP (async_watch_): fail as a QP error does.
+  void take_async_error() noexcept;
   void settle_after_error(uint32_t* callbacks) noexcept;
   // Completes outstanding commands once, aborted (a response that came stands): posted and
   // pending_retry ones, or only the pending_retry ones.
@@ -233,6 +279,17 @@ class HostQueue {
   Result<void> post_command(HostCommand& command) noexcept;
   Result<void> post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
                             uint32_t cid) noexcept;
+  // Key policy switch: one step of the state machine per call until it stops changing.
+  void advance_key_switch() noexcept;
+  // Builds the policy asked for; on success the old one retires (retire_key_policy).
+  bool replace_key_policy() noexcept;
+  void retire_key_policy(std::unique_ptr<memreg::KeyPolicy> old) noexcept;
+  // Deallocates the retired policy once every WR posted before the switch is retired.
+  void release_retired_key_policy() noexcept;
+  // The policy whose window a send WR of sequence `seq` names.
+  memreg::KeyPolicy& key_policy_of(uint32_t seq) noexcept;
+  // True once the HCA retired every send WR posted before sequence `seq`.
+  bool retired_before(uint32_t seq) const noexcept;
 
   verbs::Provider& provider_;
   HostDomains& domains_;
@@ -257,7 +314,12 @@ class HostQueue {
   bool stopping_ = false;  // disconnect() ran: no more reconnects, nothing kept for a resend
   bool doorbell_due_ = false;
   uint32_t cm_poll_countdown_ = 0;
+  KeySwitchState key_switch_ = KeySwitchState::none;
+  memreg::KeyPolicyKind key_switch_to_ = memreg::KeyPolicyKind::global;  // while not none
+  uint32_t retired_keys_seq_ = 0;  // send_posted_ at the switch that retired res_->retired_keys
   HostQueueStats stats_;
+  HostAsyncWatch async_watch_;     // this QP's registration with domains_.async_events()
+  bool completions_lost_ = false;  // CQ_ERR / DEVICE_FATAL: settle without waiting for WRs
   std::unique_ptr<Resources> res_;
   IntrusiveStack<HostCommand, &HostCommand::link> free_;
 };

@@ -10,6 +10,7 @@
 #include "common/intrusive_list.h"
 #include "env/memory.h"
 #include "env/posix_memory.h"
+#include "env/ring.h"
 #include "transport_rdma/sgl_parse.h"
 #include "transport_rdma/target_transport.h"
 
@@ -58,8 +59,11 @@ struct RdmaRequest {
   target::Request core;  // core.transport_ctx points back here
   RdmaQpair* qpair = nullptr;
   RdmaRequestState state = RdmaRequestState::free;
-  bool in_advance = false;     // advance() is on the stack for this request
-  bool failed = false;         // a WR of it failed or was flushed: no data, no execute
+  bool in_advance = false;  // advance() is on the stack for this request
+  bool failed = false;      // a WR of it failed or was flushed: no data, no execute
+  // An Abort came while its RDMA READs were posted: once they end, it is answered Command
+  // Abort Requested (target::refuse_aborted) instead of executed.
+  bool abort_after_read = false;
   RecvBuffer* recv = nullptr;  // the capsule; kept until completion (in-capsule data)
   uint32_t recv_length = 0;
   ParsedSgl sgl;
@@ -92,12 +96,43 @@ struct DeviceContext {
   // fatal async event on real HCAs). A queue pair that would not fit is refused.
   uint32_t cq_capacity = 0;
   uint32_t cq_reserved = 0;
+  // Its CQ or SRQ (or the device) failed (an async event): no completion comes from it any
+  // more, and no new queue pair goes on it. Kept (RdmaPollGroup::retired_devices_) until the
+  // group goes, because its QPs are destroyed later, by the acceptor.
+  bool failed = false;
+};
+
+// An async event of `device`, from the acceptor to a poll group.
+struct DeviceAsyncEvent {
+  verbs::Device* device = nullptr;
+  verbs::AsyncEvent event;
+};
+
+// Events waiting for one poll group: a burst far beyond what devices raise (one per QP that
+// fails, a few per port or device event); more are dropped and logged.
+inline constexpr size_t kAsyncEventRingSize = 256;
+// The acceptor reads a device's async events every this many runs of its poller: rdma-core
+// pays a system call per read, and the events are rare and never urgent to the microsecond.
+inline constexpr uint32_t kAsyncEventPollInterval = 64;
+
+// A device the acceptor reads async events from (every device a listener or connection uses).
+struct WatchedDevice {
+  WatchedDevice(RdmaTargetTransport& owner, verbs::Device& watched) noexcept
+      : transport(owner),
+        device(watched),
+        poller("rdma_async_events", &RdmaTargetTransport::async_event_poll, this) {}
+  RdmaTargetTransport& transport;
+  verbs::Device& device;
+  reactor::Poller poller;  // on the acceptor's reactor, with the device's async event fd
+  uint32_t countdown = 1;  // runs of the poller until the next read
+  bool fatal = false;      // DEVICE_FATAL seen: nothing on it is used again
 };
 
 enum class RdmaQpairState : uint8_t {
   live,      // accepted: commands flow
   draining,  // disconnecting: QP in error, waits for WRs, requests and the core's qpair
-  gone,      // released; the object is about to be freed
+  gone,      // released; the object is about to be freed, or (an orphan) waits for the
+             // requests the core lent to a bdev: its QP, CM id and connection are gone
 };
 
 class RdmaQpair {
@@ -112,6 +147,7 @@ class RdmaQpair {
   target::Qpair* core = nullptr;
   RdmaQpairState state = RdmaQpairState::live;
   uint16_t depth = 0;
+  uint32_t request_count = 0;  // of `requests`
   uint32_t send_queue_size = 0;
   uint32_t cq_reserved = 0;  // this queue pair's share of DeviceContext::cq_reserved
   uint32_t send_queue_used = 0;
@@ -157,14 +193,30 @@ class RdmaPollGroup {
   uint64_t cq_full_refusals() const noexcept {
     return cq_full_refusals_.load(std::memory_order_relaxed);
   }
+  // Commands that waited for data buffers, and for room in their send queue (any thread).
+  uint64_t buffer_waits() const noexcept { return buffer_waits_.load(std::memory_order_relaxed); }
+  uint64_t send_queue_waits() const noexcept {
+    return send_queue_waits_.load(std::memory_order_relaxed);
+  }
 
   // Messages from the acceptor (ctx = Connection*).
   static void on_new_connection(void* ctx) noexcept;
   static void on_disconnect_event(void* ctx) noexcept;
+  // Async events from the acceptor: queue_async_event (acceptor thread; false when the ring
+  // is full), then the message on_async_events (ctx = this group) runs what was queued.
+  bool queue_async_event(const DeviceAsyncEvent& event) noexcept {
+    return async_events_.try_push(event);
+  }
+  static void on_async_events(void* ctx) noexcept;
+  // Owner thread: closes what the event breaks (QP, CQ or SRQ error, device fatal).
+  void handle_async_event(const DeviceAsyncEvent& event) noexcept;
 
   // TransportOps for the target core.
   static void core_request_complete(void* ctx, target::Request& req) noexcept;
   static void core_qpair_disconnect(void* ctx, target::Qpair& qpair) noexcept;
+  static void core_request_released(void* ctx, target::Request& req) noexcept;
+  static target::TransportAbort core_abort_request(void* ctx, target::Qpair& qpair,
+                                                   uint16_t cid) noexcept;
 
  private:
   friend class RdmaQpair;
@@ -198,9 +250,26 @@ class RdmaPollGroup {
   uint32_t build_sges(const RdmaRequest& req, uint32_t offset, uint32_t length,
                       verbs::Sge* sges) const noexcept;
 
+  // An Abort of command `cid`: answers it now if it waits here for buffers or send-queue
+  // room, or marks it to be answered when its RDMA READs end.
+  target::TransportAbort abort_waiting_command(RdmaQpair& qpair, uint16_t cid) noexcept;
+  void count_wait(std::atomic<uint64_t>& counter) noexcept;
+
   void begin_teardown(RdmaQpair& qpair, const char* why) noexcept;
+  // A CQ, SRQ or device error: every queue pair on `context` is closed, and the context is
+  // kept aside (failed) so that later connections get a new one. `log_line`: say so (a
+  // device fatal error is logged once by the acceptor instead).
+  void retire_device_context(DeviceContext& context, const char* why, bool log_line) noexcept;
+  // Registers the poller, waking on `fd` in interrupt mode (-1: none).
+  Result<void> register_poller(int fd) noexcept;
+  // A queue pair on a failed context: its WRs will never complete; retire them by hand.
+  void forget_outstanding_wrs(RdmaQpair& qpair) noexcept;
   void drive_teardowns() noexcept;
   void finish_teardown(RdmaQpair& qpair) noexcept;
+  // A torn-down queue pair whose requests the core still lends to a bdev: kept (without its
+  // QP, CM id and CQ room) until request_released has given back the last one.
+  void free_orphan(RdmaQpair& qpair) noexcept;
+  bool only_lent_requests_left(const RdmaQpair& qpair) const noexcept;
   // Hands `connection` to the acceptor (reactor 0) to free; with its ring full, keeps it for
   // the next poll instead of spinning (the acceptor may be the one waiting on this reactor).
   void release_to_acceptor(Connection& connection) noexcept;
@@ -211,13 +280,19 @@ class RdmaPollGroup {
   reactor::Poller poller_;
   std::unique_ptr<env::PosixMemoryBackend> memory_;
   std::vector<std::unique_ptr<DeviceContext>> devices_;
+  std::vector<std::unique_ptr<DeviceContext>> retired_devices_;  // failed; see DeviceContext
+  int poller_fd_ = -1;  // the CQ event fd the poller wakes on
+  env::MpscRing<DeviceAsyncEvent> async_events_{kAsyncEventRingSize};
   std::vector<std::unique_ptr<RdmaQpair>> qpairs_;
+  std::vector<std::unique_ptr<RdmaQpair>> orphans_;     // see free_orphan
   std::unordered_map<uint32_t, RdmaQpair*> by_qp_num_;  // filled at accept (setup path)
   IntrusiveList<RdmaRequest, &RdmaRequest::link> buffer_waiters_;
   IntrusiveList<RdmaQpair, &RdmaQpair::dirty_link> dirty_;
   std::vector<RdmaQpair*> draining_;
   std::vector<Connection*> pending_releases_;  // the acceptor's ring was full
   std::atomic<uint64_t> cq_full_refusals_{0};
+  std::atomic<uint64_t> buffer_waits_{0};      // written by the owner thread only
+  std::atomic<uint64_t> send_queue_waits_{0};  // written by the owner thread only
 };
 
 }  // namespace nvmf::transport_rdma

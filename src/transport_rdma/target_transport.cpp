@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "common/log.h"
@@ -93,6 +94,7 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
   for (reactor::Reactor* reactor : reactors) {
     transport->groups_.push_back(std::make_unique<RdmaPollGroup>(*transport, *reactor));
   }
+  transport->async_wakeup_due_.assign(transport->groups_.size(), false);
   auto added =
       reactors[0]->add_poller(transport->acceptor_poller_, transport->channel_->event_fd());
   if (!added) return Unexpected(added.error());
@@ -101,6 +103,9 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
 
 RdmaTargetTransport::~RdmaTargetTransport() {
   if (acceptor_poller_.registered()) reactors_[0]->remove_poller(acceptor_poller_);
+  for (auto& watched : watched_) {
+    if (watched->poller.registered()) reactors_[0]->remove_poller(watched->poller);
+  }
   // Verbs order: each connection's CM id takes its QP with it, and QPs must go before the CQs,
   // SRQs, MRs and PDs of the poll groups they were created on.
   connections_.clear();
@@ -119,6 +124,17 @@ Result<void> RdmaTargetTransport::listen(const std::string& address, uint16_t po
     NVMF_ERRLOG(rdma, "cannot listen on %s:%u: %s", address.c_str(), port,
                 error_describe(listening.error(), text, sizeof(text)));
     return listening;
+  }
+  if (verbs::Device* device = (*id)->device()) {
+    if (device_failed(device)) {
+      NVMF_ERRLOG(rdma,
+                  "not listening on %s:%u: device %s had a fatal error (reset it, then "
+                  "restart nvmf_tgt)",
+                  address.c_str(), port, device->caps().name.c_str());
+      return Unexpected(Errc::bad_state, "the device behind the address had a fatal error");
+    }
+    auto watched = watch_device(*device);
+    if (!watched) return watched;
   }
   NVMF_NOTICELOG(rdma, "listening on %s port %u", address.c_str(), port);
   listeners_.push_back(Listener{address, port, std::move(*id)});
@@ -148,7 +164,11 @@ size_t RdmaTargetTransport::connection_count() const noexcept { return connectio
 
 RdmaTargetTransport::Stats RdmaTargetTransport::stats() const noexcept {
   Stats stats = stats_;
-  for (const auto& group : groups_) stats.cq_full_refusals += group->cq_full_refusals();
+  for (const auto& group : groups_) {
+    stats.cq_full_refusals += group->cq_full_refusals();
+    stats.buffer_waits += group->buffer_waits();
+    stats.send_queue_waits += group->send_queue_waits();
+  }
   return stats;
 }
 
@@ -201,6 +221,7 @@ int RdmaTargetTransport::poll_cm_events(unsigned budget) noexcept {
       ++i;
     }
   }
+  if (any_async_wakeup_due_) wake_groups_for_async_events();
   return handled;
 }
 
@@ -208,9 +229,11 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
   std::unique_ptr<verbs::CmId> id = channel_->adopt(event.id);
   if (!id) return;
   ConnectLimits limits = opts_.limits;
-  if (verbs::Device* device = id->device()) {
+  verbs::Device* device = id->device();
+  if (device != nullptr) {
     limits.device_max_qp_wr = device->caps().max_qp_wr;
     limits.device_max_qp_init_rd_atom = device->caps().max_qp_init_rd_atom;
+    if (!watch_device(*device)) device = nullptr;  // logged; the connection is refused below
   }
   // The event is in our point of view (verbs.h): initiator_depth is how many RDMA READs the
   // host will serve for us, its IRD.
@@ -220,6 +243,11 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
     decision.accept = false;
     decision.reject_status = spec::rdma_cm_reject::no_resources;
     decision.reason = "target is shutting down";
+  }
+  if (decision.accept && (device == nullptr || device_failed(device))) {
+    decision.accept = false;
+    decision.reject_status = spec::rdma_cm_reject::no_resources;
+    decision.reason = device == nullptr ? "no usable RDMA device" : "the device had a fatal error";
   }
   if (!decision.accept) {
     NVMF_WARNLOG(rdma, "rejecting connection from %s (QID %u): %s (%s)", id->peer_address().c_str(),
@@ -266,6 +294,7 @@ void RdmaTargetTransport::release_connection(void* ctx) noexcept {
 
 void RdmaTargetTransport::begin_shutdown() noexcept {
   shutting_down_ = true;
+  abandon_stuck_commands_.store(true, std::memory_order_release);
   for (auto& connection : connections_) {
     if (!connection->released) forward_event(*connection, verbs::CmEventType::disconnected);
   }
@@ -276,6 +305,147 @@ bool RdmaTargetTransport::drained() const noexcept {
     if (!connection->released) return false;
   }
   return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Device async events (acceptor)
+
+Result<void> RdmaTargetTransport::watch_device(verbs::Device& device) noexcept {
+  for (const auto& watched : watched_) {
+    if (&watched->device == &device) return {};
+  }
+  auto watched = std::make_unique<WatchedDevice>(*this, device);  // setup-path
+  auto added = reactors_[0]->add_poller(watched->poller, device.async_event_fd());
+  if (!added) {
+    NVMF_ERRLOG(rdma, "device %s: cannot watch its async events", device.caps().name.c_str());
+    return added;
+  }
+  watched_.push_back(std::move(watched));  // setup-path
+  return {};
+}
+
+bool RdmaTargetTransport::device_failed(const verbs::Device* device) const noexcept {
+  for (const auto& watched : watched_) {
+    if (&watched->device == device) return watched->fatal;
+  }
+  return false;
+}
+
+int RdmaTargetTransport::async_event_poll(void* ctx, unsigned budget) noexcept {
+  auto& watched = *static_cast<WatchedDevice*>(ctx);
+  if (--watched.countdown != 0) return 0;
+  watched.countdown = kAsyncEventPollInterval;
+  return watched.transport.poll_async_events(watched, budget);
+}
+
+int RdmaTargetTransport::poll_async_events(WatchedDevice& watched, unsigned budget) noexcept {
+  int handled = 0;
+  verbs::AsyncEvent event;
+  while (static_cast<unsigned>(handled) < budget && !watched.fatal &&
+         watched.device.poll_async_event(&event)) {
+    ++handled;
+    ++stats_.async_events[static_cast<size_t>(event.type)];
+    handle_async_event(watched, event);
+  }
+  return handled;
+}
+
+void RdmaTargetTransport::handle_async_event(WatchedDevice& watched,
+                                             const verbs::AsyncEvent& event) noexcept {
+  const char* device_name = watched.device.caps().name.c_str();
+  const char* name = verbs::async_event_type_name(event.type);
+  switch (event.type) {
+    case verbs::AsyncEventType::qp_fatal:
+    case verbs::AsyncEventType::qp_request_error:
+    case verbs::AsyncEventType::qp_access_error:
+    case verbs::AsyncEventType::cq_error:
+    case verbs::AsyncEventType::srq_error:
+      // The group that owns the QP, CQ or SRQ closes what it breaks and logs the line.
+      broadcast_async_event(watched.device, event);
+      return;
+    case verbs::AsyncEventType::device_fatal:
+      fail_device(watched);
+      return;
+    case verbs::AsyncEventType::port_error:
+      NVMF_WARNLOG(rdma,
+                   "device %s: %s on port %u: connections over it will fail and hosts "
+                   "reconnect once the link is back",
+                   device_name, name, event.port_num);
+      return;
+    case verbs::AsyncEventType::port_active:
+      NVMF_NOTICELOG(rdma, "device %s: %s on port %u", device_name, name, event.port_num);
+      return;
+    case verbs::AsyncEventType::wq_fatal:
+      NVMF_WARNLOG(rdma, "device %s: %s (the transport creates no work queues)", device_name, name);
+      return;
+    default:
+      // Notices (COMM_EST, LAST_WQE_REACHED, SQ_DRAINED, path, LID, P_Key, SM, GID changes).
+      NVMF_DEBUGLOG(rdma, "device %s: %s (QP %u, port %u)", device_name, name, event.qp_num,
+                    event.port_num);
+      return;
+  }
+}
+
+void RdmaTargetTransport::fail_device(WatchedDevice& watched) noexcept {
+  watched.fatal = true;
+  // A dead device's event fd says nothing more; the poller may remove itself while it runs.
+  reactors_[0]->remove_poller(watched.poller);
+  size_t closed_listeners = 0;
+  for (size_t i = 0; i < listeners_.size();) {
+    if (listeners_[i].id->device() == &watched.device) {
+      listeners_.erase(listeners_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++closed_listeners;
+    } else {
+      ++i;
+    }
+  }
+  size_t connections = 0;
+  for (const auto& connection : connections_) {
+    if (!connection->released && connection->id->device() == &watched.device) ++connections;
+  }
+  NVMF_ERRLOG(rdma,
+              "device %s: DEVICE_FATAL: closing its %zu connections and %zu listeners, refusing "
+              "new connections on it; the device must be reset (see dmesg, reload its driver), "
+              "then restart nvmf_tgt",
+              watched.device.caps().name.c_str(), connections, closed_listeners);
+  verbs::AsyncEvent event;
+  event.type = verbs::AsyncEventType::device_fatal;
+  broadcast_async_event(watched.device, event);
+}
+
+void RdmaTargetTransport::broadcast_async_event(verbs::Device& device,
+                                                const verbs::AsyncEvent& event) noexcept {
+  const DeviceAsyncEvent item{&device, event};
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    RdmaPollGroup& group = *groups_[i];
+    if (&group.reactor() == reactors_[0]) {
+      group.handle_async_event(item);
+      continue;
+    }
+    if (!group.queue_async_event(item)) {
+      NVMF_ERRLOG(rdma, "reactor %s has %zu async events waiting: %s of device %s dropped",
+                  group.reactor().name(), kAsyncEventRingSize,
+                  verbs::async_event_type_name(event.type), device.caps().name.c_str());
+      continue;
+    }
+    async_wakeup_due_[i] = true;
+    any_async_wakeup_due_ = true;
+  }
+  wake_groups_for_async_events();
+}
+
+void RdmaTargetTransport::wake_groups_for_async_events() noexcept {
+  // A group whose message ring is full gets its message at a later acceptor poll; its events
+  // wait in its own ring meanwhile.
+  any_async_wakeup_due_ = false;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (!async_wakeup_due_[i]) continue;
+    if (groups_[i]->reactor().send(&RdmaPollGroup::on_async_events, groups_[i].get())) {
+      async_wakeup_due_[i] = false;
+    } else {
+      any_async_wakeup_due_ = true;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -301,6 +471,10 @@ RdmaPollGroup::~RdmaPollGroup() {
   buffer_waiters_.clear();
   dirty_.clear();
   qpairs_.clear();
+  // Orphans left here mean a bdev still holds their requests: release the reactors first
+  // (Target::release_reactor closes the channels, which gives every request back).
+  assert(orphans_.empty() && "the transport went before Target::release_reactor");
+  orphans_.clear();
   // devices_ goes next; DeviceContext's member order frees MRs before their regions and the
   // SRQ and CQ before the PD.
 }
@@ -388,8 +562,9 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
   }
   context->send_with_invalidate = opts.send_with_invalidate == SendWithInvalidate::automatic &&
                                   device.caps().memory_management_extensions;
-  if (!poller_.registered()) {
-    auto added = reactor_.add_poller(poller_, context->cq->event_fd());
+  // The first CQ wakes the reactor in interrupt mode (or the first after a retired one).
+  if (!poller_.registered() || (poller_fd_ < 0 && context->cq->event_fd() >= 0)) {
+    auto added = register_poller(context->cq->event_fd());
     if (!added) return Unexpected(added.error());
     if (context->cq->event_fd() >= 0) (void)context->cq->arm();
   }
@@ -453,6 +628,7 @@ Result<std::unique_ptr<RdmaQpair>> RdmaPollGroup::make_qpair(Connection& connect
   // answered ones still wait for their completions here (SPDK parks such capsules instead);
   // only a host beyond that has really overrun its queue.
   const uint32_t request_count = uint32_t{depth} * 2;
+  qpair->request_count = request_count;
   // Responses: one registered 16-byte slot per request.
   auto responses = memory_->allocate(size_t{request_count} * kCqeBytes, 4096);
   if (!responses) return Unexpected(responses.error());
@@ -526,6 +702,8 @@ void RdmaPollGroup::accept_connection(Connection& connection) noexcept {
   target::TransportOps ops;
   ops.request_complete = &RdmaPollGroup::core_request_complete;
   ops.qpair_disconnect = &RdmaPollGroup::core_qpair_disconnect;
+  ops.request_released = &RdmaPollGroup::core_request_released;
+  ops.abort_request = &RdmaPollGroup::core_abort_request;
   ops.ctx = qpair.get();
   auto core = transport_.target().create_qpair(reactor_, ops, qpair->depth);
   if (!core) return refuse("target queue", core.error());
@@ -564,6 +742,62 @@ void RdmaPollGroup::on_disconnect_event(void* ctx) noexcept {
 void RdmaPollGroup::core_qpair_disconnect(void* ctx, target::Qpair&) noexcept {
   auto* qpair = static_cast<RdmaQpair*>(ctx);
   qpair->group.begin_teardown(*qpair, "the target core closed the queue");
+}
+
+void RdmaPollGroup::core_request_released(void* ctx, target::Request& core) noexcept {
+  auto& qpair = *static_cast<RdmaQpair*>(ctx);
+  auto* req = static_cast<RdmaRequest*>(core.transport_ctx);
+  // Its bdev is done with the buffers; there is no one to answer.
+  req->failed = true;
+  req->state = RdmaRequestState::completed;
+  qpair.group.advance(*req);
+  if (qpair.state == RdmaQpairState::gone && qpair.requests_in_use == 0) {
+    qpair.group.free_orphan(qpair);
+  }
+}
+
+target::TransportAbort RdmaPollGroup::core_abort_request(void* ctx, target::Qpair&,
+                                                         uint16_t cid) noexcept {
+  auto& qpair = *static_cast<RdmaQpair*>(ctx);
+  return qpair.group.abort_waiting_command(qpair, cid);
+}
+
+target::TransportAbort RdmaPollGroup::abort_waiting_command(RdmaQpair& qpair,
+                                                            uint16_t cid) noexcept {
+  // A linear walk: Aborts are rare, and the slots are few (2 x depth).
+  for (uint32_t i = 0; i < qpair.request_count; ++i) {
+    RdmaRequest& req = qpair.requests[i];
+    if (req.core.cmd.cid != cid) continue;
+    switch (req.state) {
+      case RdmaRequestState::need_buffer:
+      case RdmaRequestState::ready_to_read:
+        if (!req.link.linked()) continue;  // only waiting ones; advance() moves the others on
+        if (req.state == RdmaRequestState::need_buffer) {
+          buffer_waiters_.remove(req);
+        } else {
+          qpair.send_waiters.remove(req);
+        }
+        req.state = RdmaRequestState::executing;
+        // Comes back through core_request_complete: its data buffers go with its release.
+        target::refuse(req.core, spec::generic_status(spec::sc_generic::abort_requested));
+        return target::TransportAbort::aborted;
+      case RdmaRequestState::reading:
+        // Posted READs cannot be recalled; the host's buffer must stay ours until they end.
+        if (req.failed) continue;
+        req.abort_after_read = true;
+        return target::TransportAbort::after_transfer;
+      default:
+        // Free, inside the core, or answered already (the host may reuse a CID as soon as it
+        // has the response, before this side has reaped that response's SEND).
+        continue;
+    }
+  }
+  return target::TransportAbort::not_found;
+}
+
+void RdmaPollGroup::count_wait(std::atomic<uint64_t>& counter) noexcept {
+  // One writer (this thread): a relaxed load and store, no locked instruction.
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -663,6 +897,7 @@ void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buf
   req->recv = &buffer;
   req->recv_length = wc.byte_len;
   req->failed = false;
+  req->abort_after_read = false;
   req->state = RdmaRequestState::received;
   advance(*req);
 }
@@ -776,7 +1011,10 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
       case RdmaRequestState::need_buffer:
         if (!buffer_waiters_.empty() || !take_buffers(req)) {
           // FIFO: a command never overtakes one that waited longer for buffers.
-          if (!req.link.linked()) buffer_waiters_.push_back(req);
+          if (!req.link.linked()) {
+            buffer_waiters_.push_back(req);
+            count_wait(buffer_waits_);
+          }
           break;
         }
         req.state = req.core.xfer == target::XferDirection::host_to_controller
@@ -786,7 +1024,10 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
 
       case RdmaRequestState::ready_to_read:
         if (!qpair.send_waiters.empty() || !post_reads(req)) {
-          if (!req.link.linked()) qpair.send_waiters.push_back(req);
+          if (!req.link.linked()) {
+            qpair.send_waiters.push_back(req);
+            count_wait(send_queue_waits_);
+          }
         }
         break;
 
@@ -799,6 +1040,10 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
           break;
         }
         req.state = RdmaRequestState::executing;
+        if (req.abort_after_read) {
+          target::refuse_aborted(req.core);  // comes back through core_request_complete
+          break;
+        }
         transport_.target().execute(req.core);  // may come back through core_request_complete
         break;
 
@@ -807,7 +1052,10 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
 
       case RdmaRequestState::ready_to_respond:
         if (!qpair.send_waiters.empty() || !post_response(req)) {
-          if (!req.link.linked()) qpair.send_waiters.push_back(req);
+          if (!req.link.linked()) {
+            qpair.send_waiters.push_back(req);
+            count_wait(send_queue_waits_);
+          }
         }
         break;
 
@@ -1000,9 +1248,120 @@ void RdmaPollGroup::begin_teardown(RdmaQpair& qpair, const char* why) noexcept {
   draining_.push_back(&qpair);
 }
 
+void RdmaPollGroup::on_async_events(void* ctx) noexcept {
+  auto* group = static_cast<RdmaPollGroup*>(ctx);
+  DeviceAsyncEvent item;
+  while (group->async_events_.try_pop(&item)) group->handle_async_event(item);
+}
+
+void RdmaPollGroup::handle_async_event(const DeviceAsyncEvent& item) noexcept {
+  const verbs::AsyncEvent& event = item.event;
+  const char* name = verbs::async_event_type_name(event.type);
+  switch (event.type) {
+    case verbs::AsyncEventType::qp_fatal:
+    case verbs::AsyncEventType::qp_request_error:
+    case verbs::AsyncEventType::qp_access_error: {
+      auto found = by_qp_num_.find(event.qp_num);
+      // Another group's QP (every group hears every event), or one already gone.
+      if (found == by_qp_num_.end() || found->second->device.device != item.device) return;
+      RdmaQpair& qpair = *found->second;
+      const target::Controller* controller =
+          qpair.core != nullptr ? qpair.core->controller() : nullptr;
+      char why[160];
+      std::snprintf(why, sizeof(why), "%s async event on device %s, QP %u (controller %u)", name,
+                    item.device->caps().name.c_str(), event.qp_num,
+                    controller != nullptr ? controller->cntlid() : 0xFFFFu);
+      begin_teardown(qpair, why);
+      return;
+    }
+    case verbs::AsyncEventType::cq_error:
+    case verbs::AsyncEventType::srq_error:
+    case verbs::AsyncEventType::device_fatal:
+      for (size_t i = 0; i < devices_.size();) {
+        DeviceContext& context = *devices_[i];
+        const bool hit =
+            context.device == item.device &&
+            (event.type == verbs::AsyncEventType::device_fatal ||
+             (event.type == verbs::AsyncEventType::cq_error && context.cq.get() == event.cq) ||
+             (event.type == verbs::AsyncEventType::srq_error && context.srq &&
+              context.srq.get() == event.srq));
+        if (!hit) {
+          ++i;
+          continue;
+        }
+        // The acceptor logged a device fatal error once for every group.
+        retire_device_context(context, name, event.type != verbs::AsyncEventType::device_fatal);
+      }
+      return;
+    default:
+      return;  // the acceptor handles the rest
+  }
+}
+
+Result<void> RdmaPollGroup::register_poller(int fd) noexcept {
+  if (poller_.registered()) reactor_.remove_poller(poller_);
+  auto added = reactor_.add_poller(poller_, fd);
+  if (!added) return added;
+  poller_fd_ = fd;
+  return {};
+}
+
+void RdmaPollGroup::retire_device_context(DeviceContext& context, const char* why,
+                                          bool log_line) noexcept {
+  context.failed = true;
+  char reason[128];
+  std::snprintf(reason, sizeof(reason), "%s async event on device %s", why,
+                context.device->caps().name.c_str());
+  size_t closed = 0;
+  for (auto& qpair : qpairs_) {
+    if (&qpair->device != &context || qpair->state != RdmaQpairState::live) continue;
+    begin_teardown(*qpair, reason);
+    ++closed;
+  }
+  if (log_line) {
+    NVMF_ERRLOG(rdma,
+                "device %s: %s: the completion and receive queues of reactor %s are unusable: "
+                "closed its %zu queue pairs; new connections get new ones",
+                context.device->caps().name.c_str(), why, reactor_.name(), closed);
+  }
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].get() != &context) continue;
+    retired_devices_.push_back(std::move(devices_[i]));  // setup-path: a rare failure
+    devices_.erase(devices_.begin() + static_cast<std::ptrdiff_t>(i));
+    break;
+  }
+  // The poller must not sleep on the failed CQ's fd: move it to a live one (or none).
+  if (poller_fd_ >= 0 && poller_fd_ == context.cq->event_fd()) {
+    const int next = devices_.empty() ? -1 : devices_.front()->cq->event_fd();
+    if (!register_poller(next)) {
+      NVMF_ERRLOG(rdma, "reactor %s: cannot re-register its RDMA poller", reactor_.name());
+    }
+  }
+}
+
+void RdmaPollGroup::forget_outstanding_wrs(RdmaQpair& qpair) noexcept {
+  // Its CQ reports nothing more, so the WRs of requests reading or responding never come
+  // back. The QP is in error: the HCA runs none of them. Their data buffers and receive
+  // buffers belong to the failed context, which no queue pair uses again.
+  for (uint32_t i = 0; i < qpair.request_count; ++i) {
+    RdmaRequest& req = qpair.requests[i];
+    if (req.state != RdmaRequestState::reading && req.state != RdmaRequestState::responding) {
+      continue;
+    }
+    req.failed = true;
+    qpair.send_queue_used -= req.send_queue_slots;
+    req.send_queue_slots = 0;
+    req.wrs_outstanding = 0;
+    req.state = RdmaRequestState::completed;
+    advance(req);
+  }
+  qpair.recvs_posted = 0;
+}
+
 void RdmaPollGroup::drive_teardowns() noexcept {
   for (size_t i = 0; i < draining_.size();) {
     RdmaQpair& qpair = *draining_[i];
+    if (qpair.device.failed) forget_outstanding_wrs(qpair);
     // Requests parked inside the transport: nothing will wake them on a dead queue.
     while (RdmaRequest* req = qpair.send_waiters.pop_front()) {
       req->failed = true;
@@ -1020,11 +1379,19 @@ void RdmaPollGroup::drive_teardowns() noexcept {
     }
     if (qpair.core != nullptr) {
       // The core answers what it holds (AERs) through core_request_complete; those
-      // responses are flushed by the QP in error and retire like any other.
-      if (transport_.target().destroy_qpair(*qpair.core)) qpair.core = nullptr;
+      // responses are flushed by the QP in error and retire like any other. Commands stuck
+      // in a bdev stop holding the teardown up after TargetOpts::teardown_timeout_ms (at once
+      // when the target shuts down): the core keeps them, lent, and request_released gives
+      // each one back.
+      const target::StuckCommands stuck =
+          transport_.abandon_stuck_commands_.load(std::memory_order_acquire)
+              ? target::StuckCommands::abandon
+              : target::StuckCommands::wait;
+      if (transport_.target().destroy_qpair(*qpair.core, stuck)) qpair.core = nullptr;
     }
-    const bool done = qpair.core == nullptr && qpair.requests_in_use == 0 &&
-                      qpair.send_queue_used == 0 && qpair.recvs_posted == 0;
+    // Every WR is back, and the requests still in use, if any, are the ones lent to the core.
+    const bool done = qpair.core == nullptr && qpair.send_queue_used == 0 &&
+                      qpair.recvs_posted == 0 && only_lent_requests_left(qpair);
     if (!done) {
       ++i;
       continue;
@@ -1043,12 +1410,39 @@ void RdmaPollGroup::finish_teardown(RdmaQpair& qpair) noexcept {
   connection.qpair = nullptr;
   for (size_t i = 0; i < qpairs_.size(); ++i) {
     if (qpairs_[i].get() == &qpair) {
+      if (qpair.requests_in_use > 0) {
+        // Lent to a bdev: keep the requests and their buffers, give back the CQ room now.
+        qpair.device.cq_reserved -= qpair.cq_reserved;
+        qpair.cq_reserved = 0;
+        orphans_.push_back(std::move(qpairs_[i]));  // setup-path: teardown, rare
+      }
       qpairs_[i] = std::move(qpairs_.back());
       qpairs_.pop_back();
       break;
     }
   }
-  release_to_acceptor(connection);
+  release_to_acceptor(connection);  // takes the QP with the CM id: the orphan never uses it
+  if (!orphans_.empty() && orphans_.back().get() == &qpair) qpair.qp = nullptr;
+}
+
+bool RdmaPollGroup::only_lent_requests_left(const RdmaQpair& qpair) const noexcept {
+  if (qpair.requests_in_use == 0) return true;
+  // Teardown only: a walk of the slots. A request answered during the teardown may still wait
+  // for send-queue room; only those inside the core (lent to a bdev) may outlive the QP.
+  for (uint32_t i = 0; i < qpair.request_count; ++i) {
+    const RdmaRequestState state = qpair.requests[i].state;
+    if (state != RdmaRequestState::free && state != RdmaRequestState::executing) return false;
+  }
+  return true;
+}
+
+void RdmaPollGroup::free_orphan(RdmaQpair& qpair) noexcept {
+  for (size_t i = 0; i < orphans_.size(); ++i) {
+    if (orphans_[i].get() != &qpair) continue;
+    orphans_[i] = std::move(orphans_.back());
+    orphans_.pop_back();
+    return;
+  }
 }
 
 void RdmaPollGroup::release_to_acceptor(Connection& connection) noexcept {

@@ -9,11 +9,22 @@
 // message. The data path takes no lock, allocates nothing, and rings one doorbell per QP per
 // poll.
 //
+// Device async events (verbs::Device::poll_async_event): the acceptor reads every device a
+// listener or a connection uses, from a poller per device on its reactor (the device's event
+// fd wakes it in interrupt mode; it reads every kAsyncEventPollInterval runs), counts each
+// type and passes the ones that close something to the poll groups: QP fatal / request /
+// access error closes that queue pair as a disconnect does; a CQ or SRQ error closes every
+// queue pair on it (no completion will come: their WRs are forgotten) and the group makes a
+// new CQ and SRQ for later connections; device fatal closes everything on the device, its
+// listeners, and refuses new connections on it. Port events are logged and counted.
+//
 // Memory: each poll group registers, per device, one region of receive buffers (64-byte
 // capsule + in-capsule data), one region of data buffers (io_unit_size each; a command takes
 // up to kRequestIovMax of them) and, per connection, one region of 16-byte responses.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -69,6 +80,7 @@ struct RdmaTargetOpts {
 
 class RdmaPollGroup;
 struct Connection;
+struct WatchedDevice;
 
 class RdmaTargetTransport {
  public:
@@ -104,12 +116,23 @@ class RdmaTargetTransport {
     uint64_t connects_rejected = 0;
     uint64_t disconnects = 0;
     uint64_t cq_full_refusals = 0;  // connections refused: their poll group's CQ was full
+    // Commands that found no free data buffer and waited for one (they never fail for it).
+    uint64_t buffer_waits = 0;
+    // Commands that found their send queue full (RDMA READs or the response) and waited.
+    uint64_t send_queue_waits = 0;
+    // Device async events read, indexed by verbs::AsyncEventType (async_event_count()).
+    std::array<uint64_t, verbs::kAsyncEventTypeCount> async_events{};
+    uint64_t async_event_count(verbs::AsyncEventType type) const noexcept {
+      return async_events[static_cast<size_t>(type)];
+    }
   };
+  // Acceptor thread (the async event counts are its own).
   Stats stats() const noexcept;
 
  private:
   friend class RdmaPollGroup;
   friend struct Connection;
+  friend struct WatchedDevice;
   RdmaTargetTransport(verbs::Provider& provider, target::Target& target,
                       const std::vector<reactor::Reactor*>& reactors, const RdmaTargetOpts& opts);
 
@@ -119,6 +142,17 @@ class RdmaTargetTransport {
   void forward_event(Connection& connection, verbs::CmEventType type) noexcept;
   // Message from a poll group: its side of the connection is gone; free the CM id.
   static void release_connection(void* ctx) noexcept;
+
+  // Async events (acceptor thread). watch_device: setup path, idempotent.
+  Result<void> watch_device(verbs::Device& device) noexcept;
+  bool device_failed(const verbs::Device* device) const noexcept;
+  static int async_event_poll(void* ctx, unsigned budget) noexcept;
+  int poll_async_events(WatchedDevice& watched, unsigned budget) noexcept;
+  void handle_async_event(WatchedDevice& watched, const verbs::AsyncEvent& event) noexcept;
+  void fail_device(WatchedDevice& watched) noexcept;
+  // Hands an event to every poll group (the one on this reactor at once).
+  void broadcast_async_event(verbs::Device& device, const verbs::AsyncEvent& event) noexcept;
+  void wake_groups_for_async_events() noexcept;
 
   verbs::Provider& provider_;
   target::Target& target_;
@@ -134,8 +168,14 @@ class RdmaTargetTransport {
   };
   std::vector<Listener> listeners_;                       // acceptor thread only
   std::vector<std::unique_ptr<Connection>> connections_;  // acceptor thread only
+  std::vector<std::unique_ptr<WatchedDevice>> watched_;   // acceptor thread only
+  std::vector<bool> async_wakeup_due_;  // per group: its events wait, the message did not go
+  bool any_async_wakeup_due_ = false;
   reactor::Poller acceptor_poller_;
   bool shutting_down_ = false;
+  // Set by begin_shutdown (read by the poll groups): a queue pair's teardown stops waiting for
+  // commands stuck inside a bdev (target::StuckCommands::abandon).
+  std::atomic<bool> abandon_stuck_commands_{false};
   Stats stats_;
 };
 

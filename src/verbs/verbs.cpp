@@ -71,4 +71,62 @@ const char* cm_event_type_name(CmEventType type) noexcept {
   return "unknown event";
 }
 
+const char* async_event_type_name(AsyncEventType type) noexcept {
+  switch (type) {
+    case AsyncEventType::cq_error: return "CQ_ERR";
+    case AsyncEventType::qp_fatal: return "QP_FATAL";
+    case AsyncEventType::qp_request_error: return "QP_REQ_ERR";
+    case AsyncEventType::qp_access_error: return "QP_ACCESS_ERR";
+    case AsyncEventType::comm_established: return "COMM_EST";
+    case AsyncEventType::sq_drained: return "SQ_DRAINED";
+    case AsyncEventType::path_migrated: return "PATH_MIG";
+    case AsyncEventType::path_migration_error: return "PATH_MIG_ERR";
+    case AsyncEventType::device_fatal: return "DEVICE_FATAL";
+    case AsyncEventType::port_active: return "PORT_ACTIVE";
+    case AsyncEventType::port_error: return "PORT_ERR";
+    case AsyncEventType::lid_change: return "LID_CHANGE";
+    case AsyncEventType::pkey_change: return "PKEY_CHANGE";
+    case AsyncEventType::sm_change: return "SM_CHANGE";
+    case AsyncEventType::srq_error: return "SRQ_ERR";
+    case AsyncEventType::srq_limit_reached: return "SRQ_LIMIT_REACHED";
+    case AsyncEventType::qp_last_wqe_reached: return "QP_LAST_WQE_REACHED";
+    case AsyncEventType::client_reregister: return "CLIENT_REREGISTER";
+    case AsyncEventType::gid_change: return "GID_CHANGE";
+    case AsyncEventType::wq_fatal: return "WQ_FATAL";
+  }
+  return "unknown async event";
+}
+
+AsyncEventSubject async_event_subject(AsyncEventType type) noexcept {
+  switch (type) {
+    case AsyncEventType::cq_error:
+      return AsyncEventSubject::cq;
+    case AsyncEventType::qp_fatal:
+    case AsyncEventType::qp_request_error:
+    case AsyncEventType::qp_access_error:
+    case AsyncEventType::comm_established:
+    case AsyncEventType::sq_drained:
+    case AsyncEventType::path_migrated:
+    case AsyncEventType::path_migration_error:
+    case AsyncEventType::qp_last_wqe_reached:
+      return AsyncEventSubject::qp;
+    case AsyncEventType::srq_error:
+    case AsyncEventType::srq_limit_reached:
+      return AsyncEventSubject::srq;
+    case AsyncEventType::port_active:
+    case AsyncEventType::port_error:
+    case AsyncEventType::lid_change:
+    case AsyncEventType::pkey_change:
+    case AsyncEventType::sm_change:
+    case AsyncEventType::client_reregister:
+    case AsyncEventType::gid_change:
+      return AsyncEventSubject::port;
+    case AsyncEventType::wq_fatal:
+      return AsyncEventSubject::wq;
+    case AsyncEventType::device_fatal:
+      return AsyncEventSubject::device;
+  }
+  return AsyncEventSubject::device;
+}
+
 }  // namespace nvmf::verbs

@@ -255,11 +255,63 @@ class ProtectionDomain {
   virtual Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqOpts& opts) noexcept = 0;
 };
 
+// Asynchronous events of a device: what no completion can report (a QP or CQ that failed
+// outside a work request, a port going down, the whole device failing) and notices.
+// Numerically equal to enum ibv_event_type. "QP" events name the QP by number, CQ and SRQ
+// events name the object, port events the port; device_fatal names nothing.
+enum class AsyncEventType : uint8_t {
+  cq_error = 0,          // IBV_EVENT_CQ_ERR: the CQ overran or failed; it reports nothing more
+  qp_fatal = 1,          // IBV_EVENT_QP_FATAL: an error no CQE could report; QP in error
+  qp_request_error = 2,  // IBV_EVENT_QP_REQ_ERR: the responder saw an invalid request; QP in error
+  qp_access_error = 3,   // IBV_EVENT_QP_ACCESS_ERR: the responder refused a remote access
+                         // (rkey, range, right); QP in error
+  comm_established = 4,  // IBV_EVENT_COMM_EST: a message arrived before the CM's RTU
+  sq_drained = 5,        // IBV_EVENT_SQ_DRAINED
+  path_migrated = 6,     // IBV_EVENT_PATH_MIG
+  path_migration_error = 7,  // IBV_EVENT_PATH_MIG_ERR
+  device_fatal = 8,          // IBV_EVENT_DEVICE_FATAL: the device is unusable until it is reset
+  port_active = 9,           // IBV_EVENT_PORT_ACTIVE
+  port_error = 10,           // IBV_EVENT_PORT_ERR: link down; connections over it will fail
+  lid_change = 11,           // IBV_EVENT_LID_CHANGE
+  pkey_change = 12,          // IBV_EVENT_PKEY_CHANGE
+  sm_change = 13,            // IBV_EVENT_SM_CHANGE
+  srq_error = 14,            // IBV_EVENT_SRQ_ERR: the SRQ failed; its QPs receive nothing more
+  srq_limit_reached = 15,    // IBV_EVENT_SRQ_LIMIT_REACHED (only when a limit was armed)
+  qp_last_wqe_reached = 16,  // IBV_EVENT_QP_LAST_WQE_REACHED: an SRQ QP in error consumed its last
+  client_reregister = 17,    // IBV_EVENT_CLIENT_REREGISTER
+  gid_change = 18,           // IBV_EVENT_GID_CHANGE
+  wq_fatal = 19,             // IBV_EVENT_WQ_FATAL (work queues: the stack creates none)
+};
+inline constexpr size_t kAsyncEventTypeCount = 20;
+// "QP_FATAL", "CQ_ERR", ...: rdma-core's names without the IBV_EVENT_ prefix.
+const char* async_event_type_name(AsyncEventType type) noexcept;
+// The kinds of element an event is about.
+enum class AsyncEventSubject : uint8_t { qp, cq, srq, port, device, wq };
+AsyncEventSubject async_event_subject(AsyncEventType type) noexcept;
+
+// One event as the provider read it. `cq` and `srq` identify objects of this device: compare
+// them with objects you hold, never dereference them (the object may be gone by the time the
+// event is handled: a provider acknowledges an event as it reads it, see poll_async_event).
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::device_fatal;
+  uint32_t qp_num = 0;                      // subject qp
+  const CompletionQueue* cq = nullptr;      // subject cq
+  const SharedReceiveQueue* srq = nullptr;  // subject srq
+  uint32_t port_num = 0;                    // subject port
+};
+
 class Device {
  public:
   virtual ~Device() = default;
   virtual const DeviceCaps& caps() const noexcept = 0;
   virtual Result<std::unique_ptr<ProtectionDomain>> allocate_pd() noexcept = 0;
+  // Non-blocking: the next asynchronous event of the device into *event, or false when none
+  // waits. Events belong to the device, not to a caller: each is handed to one caller only,
+  // so a program has one reader per device (the target's acceptor, the host's router). Any
+  // thread; the reader serialises its own calls.
+  virtual bool poll_async_event(AsyncEvent* event) noexcept = 0;
+  // Readable while an event waits (for an epoll loop); -1 when the provider has none.
+  virtual int async_event_fd() const noexcept = 0;
 };
 
 // ---------------------------------------------------------------------------------------

@@ -1,13 +1,22 @@
 // The whole stack on one core: libnvmf_host -> sim HCA -> RDMA target transport -> target core
-// -> null bdev and back, 4 KiB random reads at queue depth 128, everything polled from this
-// thread (the target's reactor through a ReactorHarness). items_per_second = I/Os per second
-// of one core doing all three jobs; under `valgrind --tool=callgrind` it gives instructions
-// per I/O for each side (tools/bench/callgrind-per-io.sh). Never pass/fail on time.
+// -> null bdev and back, 4 KiB random I/O, everything polled from this thread (the target's
+// reactor through a ReactorHarness), so a run is the same sequence of calls every time.
+// items_per_second = I/Os per second of one core doing all three jobs; under
+// `valgrind --tool=callgrind` it gives instructions per I/O for each side
+// (tools/bench/callgrind-per-io.sh). Never pass/fail on time.
+//
+// By default reads at queue depth 128 with the `global` policy on `rxe`. Flags after the
+// benchmark's own choose another stack and a fixed count of I/Os (one iteration):
+//   --memreg=POLICY --sim-profile=PROFILE --remote-invalidate=on|off --read-percent=N
+//   --queue-depth=N --ios=N
 #include <benchmark/benchmark.h>
 #include <valgrind/callgrind.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bdev/null_bdev.h"
@@ -24,6 +33,22 @@ constexpr const char* kNqn = "nqn.2026-01.io.nvmf:bench";
 constexpr uint32_t kBlockBytes = 512;
 constexpr uint32_t kIoBytes = 4096;
 
+// A run of --ios that stops completing I/Os (a queue pair that failed waits for a reconnect
+// delay on the harness's clock, which stands still) gives up after this many rounds per I/O:
+// a QD1 I/O needs about three.
+constexpr uint64_t kRoundsPerIoMax = 64;
+
+// The stack and the load; the defaults are the benchmark docs/performance.md quotes.
+struct StackParams {
+  host::MemregPolicy memreg = host::MemregPolicy::global;
+  verbs::sim::SimProfile profile = verbs::sim::SimProfile::rxe;
+  bool remote_invalidate = true;
+  uint32_t read_percent = 100;
+  uint32_t depth = 128;
+  uint64_t ios = 0;    // 0: as many as the benchmark's time allows; else exactly this many
+  bool given = false;  // any flag given: register the configured run instead of the default
+};
+
 struct Stack {
   reactor::ReactorHarness harness{1};
   std::unique_ptr<verbs::sim::SimProvider> target_provider, host_provider;
@@ -37,8 +62,10 @@ struct Stack {
 
   static void pump(void* ctx) { static_cast<Stack*>(ctx)->harness.poll_round(); }
 
-  bool setup(uint32_t depth) {
+  bool setup(const StackParams& params) {
+    const uint32_t depth = params.depth;
     verbs::sim::SimOpts sim_opts;
+    sim_opts.profile = params.profile;
     sim_opts.clock = &harness.clock();
     auto provider = verbs::sim::SimProvider::create(sim_opts);
     if (!provider) return false;
@@ -70,6 +97,9 @@ struct Stack {
     if (!target->add_namespace(kNqn, ns_opts)) return false;
     transport_rdma::RdmaTargetOpts transport_opts;
     transport_opts.limits.max_queue_depth = 1024;
+    transport_opts.send_with_invalidate = params.remote_invalidate
+                                              ? transport_rdma::SendWithInvalidate::automatic
+                                              : transport_rdma::SendWithInvalidate::off;
     auto rdma = transport_rdma::RdmaTargetTransport::create(*target_provider, *target,
                                                             {&harness.reactor(0)}, transport_opts);
     if (!rdma) return false;
@@ -90,6 +120,7 @@ struct Stack {
     host::ControllerOpts ctrl_opts;
     ctrl_opts.keep_alive_timeout_ms = 0;
     ctrl_opts.io_queue_size = static_cast<uint16_t>(depth + 1);
+    ctrl_opts.memreg = params.memreg;
     std::string message;
     auto connected = host->connect(trid, ctrl_opts, &message);
     if (!connected) {
@@ -128,21 +159,27 @@ struct Task {
   uint64_t* completed = nullptr;
   uint64_t* rng = nullptr;
   const bool* stopping = nullptr;
+  uint32_t read_percent = 100;
   bool failed = false;
 };
 
-uint64_t next_lba(uint64_t* state) {
+uint64_t xorshift(uint64_t* state) {
   uint64_t x = *state;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   *state = x;
-  return (x % ((uint64_t{1} << 31) / (kIoBytes / kBlockBytes))) * (kIoBytes / kBlockBytes);
+  return x;
+}
+
+uint64_t next_lba(uint64_t* state) {
+  return (xorshift(state) % ((uint64_t{1} << 31) / (kIoBytes / kBlockBytes))) *
+         (kIoBytes / kBlockBytes);
 }
 
 void submit(Task& task);
 
-void on_read(void* ctx, const spec::Status& status) {
+void on_done(void* ctx, const spec::Status& status) {
   auto& task = *static_cast<Task*>(ctx);
   if (*task.stopping) return;  // aborted by the final disconnect
   ++*task.completed;
@@ -151,15 +188,20 @@ void on_read(void* ctx, const spec::Status& status) {
 }
 
 void submit(Task& task) {
-  auto submitted = task.stack->ns->read(*task.stack->qpair, task.buffer, next_lba(task.rng),
-                                        kIoBytes / kBlockBytes, &on_read, &task);
+  const uint64_t lba = next_lba(task.rng);
+  const bool is_read = task.read_percent == 100 || xorshift(task.rng) % 100 < task.read_percent;
+  host::Namespace& ns = *task.stack->ns;
+  auto submitted =
+      is_read
+          ? ns.read(*task.stack->qpair, task.buffer, lba, kIoBytes / kBlockBytes, &on_done, &task)
+          : ns.write(*task.stack->qpair, task.buffer, lba, kIoBytes / kBlockBytes, &on_done, &task);
   if (!submitted) task.failed = true;
 }
 
-void BM_RandRead4kFullStack(benchmark::State& state) {
-  const auto depth = static_cast<uint32_t>(state.range(0));
+void run_full_stack(benchmark::State& state, const StackParams& params) {
+  const uint32_t depth = params.depth;
   Stack stack;
-  if (!stack.setup(depth)) {
+  if (!stack.setup(params)) {
     state.SkipWithError("stack setup failed");
     return;
   }
@@ -173,16 +215,23 @@ void BM_RandRead4kFullStack(benchmark::State& state) {
     task.completed = &completed;
     task.rng = &rng;
     task.stopping = &stopping;
+    task.read_percent = params.read_percent;
   }
   for (Task& task : tasks) submit(task);
   uint64_t start = completed;
   // Under `valgrind --tool=callgrind --collect-atstart=no` only the loop is measured (the
   // macros cost nothing outside valgrind).
+  uint64_t rounds = 0;
   CALLGRIND_TOGGLE_COLLECT;
   for (auto _ : state) {
-    // One round: the host reaps and resubmits, the target's reactor runs once.
-    stack.qpair->process_completions();
-    stack.harness.poll_round();
+    // One round: the host reaps and resubmits, the target's reactor runs once. With --ios
+    // the one iteration runs rounds until that many I/Os completed.
+    const uint64_t rounds_max = rounds + params.ios * kRoundsPerIoMax;
+    do {
+      stack.qpair->process_completions();
+      stack.harness.poll_round();
+      ++rounds;
+    } while (completed - start < params.ios && rounds < rounds_max);
   }
   CALLGRIND_TOGGLE_COLLECT;
   const uint64_t ios = completed - start;
@@ -196,12 +245,77 @@ void BM_RandRead4kFullStack(benchmark::State& state) {
   state.counters["ios"] = static_cast<double>(ios);
   state.counters["IOPS"] = benchmark::Counter(static_cast<double>(ios), benchmark::Counter::kIsRate);
   state.counters["rounds_per_io"] =
-      ios == 0 ? 0.0 : static_cast<double>(state.iterations()) / static_cast<double>(ios);
+      ios == 0 ? 0.0 : static_cast<double>(rounds) / static_cast<double>(ios);
   if (failed) state.SkipWithError("an I/O failed (aborted ones at the final disconnect aside)");
+  if (ios < params.ios) state.SkipWithError("the I/Os stalled before --ios completed");
+}
+
+void BM_RandRead4kFullStack(benchmark::State& state) {
+  StackParams params;
+  params.depth = static_cast<uint32_t>(state.range(0));
+  run_full_stack(state, params);
 }
 BENCHMARK(BM_RandRead4kFullStack)->Arg(128)->Unit(benchmark::kMicrosecond);
+
+// Reads "--name=VALUE" flags into *params. "" or the reason (the flag named).
+std::string parse_stack_flags(int argc, char** argv, StackParams* params) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(0, equals);
+    const std::string value = equals == std::string::npos ? "" : arg.substr(equals + 1);
+    char* end = nullptr;
+    const unsigned long long number = std::strtoull(value.c_str(), &end, 10);
+    const bool is_number = !value.empty() && *end == '\0';
+    bool ok = true;
+    if (name == "--memreg") {
+      ok = host::memreg_policy_parse(value, &params->memreg);
+    } else if (name == "--sim-profile") {
+      ok = verbs::sim::sim_profile_parse(value.c_str(), &params->profile);
+    } else if (name == "--remote-invalidate") {
+      ok = value == "on" || value == "off";
+      params->remote_invalidate = value == "on";
+    } else if (name == "--read-percent") {
+      ok = is_number && number <= 100;
+      params->read_percent = static_cast<uint32_t>(number);
+    } else if (name == "--queue-depth") {
+      ok = is_number && number >= 1 && number <= 1023;  // the target's depth limit, less one
+      params->depth = static_cast<uint32_t>(number);
+    } else if (name == "--ios") {
+      ok = is_number && number >= 1;
+      params->ios = number;
+    } else {
+      return "unknown flag " + arg;
+    }
+    if (!ok) return "bad value in " + arg;
+    params->given = true;
+  }
+  return "";
+}
 
 }  // namespace
 }  // namespace nvmf
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);  // takes the --benchmark_* flags out of argv
+  nvmf::StackParams params;
+  const std::string error = nvmf::parse_stack_flags(argc, argv, &params);
+  if (!error.empty()) {
+    std::fprintf(stderr,
+                 "host_stack_bench: %s (flags: --memreg= --sim-profile= "
+                 "--remote-invalidate=on|off --read-percent= --queue-depth= --ios=)\n",
+                 error.c_str());
+    return 2;
+  }
+  if (params.given) {
+    // The configured stack instead of the default benchmark.
+    benchmark::ClearRegisteredBenchmarks();
+    auto* configured = benchmark::RegisterBenchmark(
+        "BM_FullStack", [params](benchmark::State& state) { nvmf::run_full_stack(state, params); });
+    configured->Unit(benchmark::kMicrosecond);
+    if (params.ios != 0) configured->Iterations(1);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

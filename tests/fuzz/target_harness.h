@@ -84,6 +84,7 @@ class FakeQueue {
   };
   static void on_complete(void* ctx, Request& req);
   static void on_disconnect(void* ctx, Qpair& qpair);
+  static void on_released(void* ctx, Request& req);
 
   Target& target_;
   Qpair* qpair_ = nullptr;

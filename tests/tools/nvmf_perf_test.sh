@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # nvmf_perf as a user runs it, on the in-process sim target: a verified mixed run is clean and
-# its --json says so; a plain run works too; the rare-race profile (mlx5-2017-rare) and a send
-# fence that does not order key updates fail binds and reconnect without losing data, and the
-# JSON says which sim options ran; the PCIe path on the in-process NVMe controller model
+# its --json says so; a plain run works too; -P gives a worker several queue pairs; the work
+# per I/O in --json (per_io) is what each key policy posts; the rare-race profile
+# (mlx5-2017-rare) and a send fence that does not order key updates fail binds and reconnect
+# without losing data, and the JSON says which sim options ran; --memreg-switch-every cycles
+# the key policies under verified load with nothing failed or reconnected; the PCIe path on the in-process NVMe controller model
 # (-r 'trtype:PCIe traddr:model') verifies with zero copies, also with I/Os the driver splits;
 # bad options exit 2 with one line that names the option; a device that cannot be opened exits
 # 1 with the driver's reason. Usage: nvmf_perf_test.sh NVMF_PERF
@@ -156,6 +158,61 @@ json_positive() {
   check "$1: $2 above 0" $? "$2 $value"
 }
 
+# json_near NAME EXPRESSION VALUE: a per-I/O figure of $work/NAME.json within 0.02 of VALUE
+# (the connects, and the last I/Os' drain, are a few work requests over many I/Os).
+json_near() {
+  local value
+  value=$(json_get "$work/$1.json" "$2")
+  python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.02 else 1)' \
+    "$value" "$3"
+  check "$1: $2 is $3" $? "$2 $value"
+}
+
+# -P: one worker with 4 I/O queue pairs, 16 I/Os dealt 4 to each; every queue connects and
+# the JSON and the banner say so.
+if sim_run qpairs -w read -c 1 -P 4 -q 16 -t 1 --log-level info; then
+  json_is qpairs .config.qpairs_per_worker 4
+  json_is qpairs .config.cores 1
+fi
+connected=$(grep -c "I/O queue [0-9]* connected" "$work/qpairs.log")
+[ "$connected" = 4 ]
+check "qpairs: 4 I/O queues connected" $? "$connected: $(grep -m5 "connected" "$work/qpairs.log")"
+grep -q -- "x 1 workers (-P 4 queue pairs each)" "$work/qpairs.log"
+check "qpairs: the banner names -P" $? "$(head -3 "$work/qpairs.log")"
+# Verified over 3 queue pairs each of 2 workers: every read still checks.
+sim_run qpairs_verify -w randrw -M 70 -c 2 -P 3 -q 12 --verify -t 1
+# The seed-001 shape (tools/bench/seed-table.sh): 12 queue pairs of depth 8 on a null
+# namespace; the sim target must grant and fit all 12.
+if sim_run seed001 -w read -c 1 -P 12 -q 96 -o 4096 --sim-bdev null -t 1; then
+  json_is seed001 .config.qpairs_per_worker 12
+  json_is seed001 .config.sim_bdev null
+fi
+
+# The work per I/O (--json per_io): sagi without remote invalidation binds a window, sends the
+# command and invalidates the window with a signaled LOCAL_INV on every read: 3 WRs, 2 of them
+# signaled, 3 CQEs (the response's receive, the SEND's, the LOCAL_INV's); global posts the
+# SEND alone. max fences nearly every rebind (the LIFO pool hands the window just invalidated
+# out again).
+if sim_run counts_sagi -w randread --sim-profile mlx5-2017 --sim-remote-invalidate off \
+     --memreg sagi -t 1; then
+  for expected in send:1 bind_mw:1 local_inv:1 wrs:3 signaled:2 fenced:0 cqes_reaped:3; do
+    json_near counts_sagi ".per_io.${expected%%:*}" "${expected#*:}"
+  done
+  json_positive counts_sagi .host_work.doorbells
+  json_positive counts_sagi .sim_work.target.wrs
+  value=$(json_get "$work/counts_sagi.json" .per_io.sim_work_steps)
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 6 else 1)' "$value"
+  check "counts_sagi: sim work steps per I/O >= 6 (3 host WRs, a receive, 3 CQEs ...)" $? "$value"
+fi
+grep -q "^per I/O: 3.00 WRs (1.00 SEND, 1.00 BIND_MW, 1.00 LOCAL_INV), 2.00 signaled" \
+  "$work/counts_sagi.log"
+check "counts_sagi: the per-I/O line" $? "$(grep -m1 "per I/O" "$work/counts_sagi.log")"
+if sim_run counts_global -w randread -t 1; then
+  for expected in send:1 bind_mw:0 local_inv:0 signaled:1 fenced:0 cqes_reaped:2; do
+    json_near counts_global ".per_io.${expected%%:*}" "${expected#*:}"
+  done
+fi
+
 # The seed's race, rare (mlx5-2017-rare: one bind or LOCAL_INV in 50 lags): the 2017 host
 # (unsafe) without remote invalidation, so every read's window is invalidated by a host
 # LOCAL_INV. Binds fail with status 6 and the queue reconnects, with the seed's log lines;
@@ -194,6 +251,39 @@ if sim_run max_fence_keys -w randread --sim-profile mlx5-2017 --sim-send-fence k
   json_is max_fence_keys .config.sim.send_fence key-updates
   json_is max_fence_keys .mw_bind_errors 0
   json_is max_fence_keys .reconnects 0
+  value=$(json_get "$work/max_fence_keys.json" .per_io.fenced)
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0.9 else 1)' "$value"
+  check "max_fence_keys: nearly every bind fenced" $? "per_io.fenced $value"
+fi
+
+# --memreg-switch-every: under verified load on mlx5-2017 without remote invalidation (every
+# window invalidated by the host, key changes lagging), each queue pair of both workers cycles
+# global -> sagi -> max -> deferred every 0.2 s: it drains, switches and resumes with nothing
+# failed, nothing reconnected, and the switches and each policy's share of the time reported.
+if sim_run memreg_switch -w randrw -M 50 -q 32 -o 4608 -c 2 --verify --sim-profile mlx5-2017 \
+     --sim-remote-invalidate off --memreg-switch-every 0.2 -t 2; then
+  json_is memreg_switch .reconnects 0
+  json_is memreg_switch .qp_errors 0
+  json_is memreg_switch .mw_bind_errors 0
+  json_is memreg_switch .memreg_switch_failures 0
+  value=$(json_get "$work/memreg_switch.json" .memreg_switches)
+  [ "$value" -ge 5 ] 2>/dev/null
+  check "memreg_switch: 5 switches or more" $? "memreg_switches $value"
+  json_is memreg_switch .config.memreg global
+  for policy in global sagi max deferred; do
+    value=$(json_get "$work/memreg_switch.json" ".memreg_time_share.$policy")
+    python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$value"
+    check "memreg_switch: $policy had its share of the time" $? "memreg_time_share.$policy $value"
+  done
+fi
+grep -q "^memreg switches: [0-9]* (0 failed); time per policy: global" "$work/memreg_switch.log"
+check "memreg_switch: the switches line" $? "$(grep -m1 "memreg switches" "$work/memreg_switch.log")"
+# A chosen cycle, unsafe in it (the target invalidates, so unsafe is safe here too).
+if sim_run memreg_switch_cycle -w randread -q 16 --verify --memreg-switch-every 0.25 \
+     --memreg-switch-policies unsafe,deferred -t 1; then
+  json_is memreg_switch_cycle .config.memreg unsafe
+  json_is memreg_switch_cycle .reconnects 0
+  json_positive memreg_switch_cycle .memreg_switches
 fi
 
 # --help is not an error.
@@ -224,6 +314,28 @@ bad "race rate on another profile" "--sim-race-one-in applies to --sim-profile m
   --sim -w read --sim-profile mlx5-2017 --sim-race-one-in 50 -t 1
 bad "race rate 0" "--sim-race-one-in" --sim -w read --sim-profile mlx5-2017-rare \
   --sim-race-one-in 0 -t 1
+bad "no queue pairs" "-P: 0 is not within 1..127" --sim -w read -P 0 -t 1
+bad "more queue pairs than I/Os" "-P 12: -q 8 x 1 namespaces gives a worker 8 I/Os" \
+  --sim -w read -q 8 -P 12 -t 1
+bad "PCIe takes no -P" "-P applies to RDMA targets" -r "trtype:PCIe traddr:model" -w read -P 2 -t 1
+bad "switch every 0" "--memreg-switch-every: 0 is not a positive number" \
+  --sim -w read --memreg-switch-every 0 -t 1
+bad "switch every longer than the run" "--memreg-switch-every 3 never switches in a run of -t 2" \
+  --sim -w read --memreg-switch-every 3 -t 2
+bad "switch every with --memreg" "--memreg and --memreg-switch-every exclude each other" \
+  --sim -w read --memreg sagi --memreg-switch-every 0.5 -t 1
+bad "switch policies without every" "--memreg-switch-policies needs --memreg-switch-every" \
+  --sim -w read --memreg-switch-policies global,sagi -t 1
+bad "unknown switch policy" "'fastest' is not one of global, unsafe, sagi, max or deferred" \
+  --sim -w read --memreg-switch-every 0.5 --memreg-switch-policies global,fastest -t 1
+bad "one switch policy" "give two policies or more" \
+  --sim -w read --memreg-switch-every 0.5 --memreg-switch-policies sagi -t 1
+bad "empty switch policy" "an empty policy name" \
+  --sim -w read --memreg-switch-every 0.5 --memreg-switch-policies global,,sagi -t 1
+bad "switch policy after itself" "sagi follows itself" \
+  --sim -w read --memreg-switch-every 0.5 --memreg-switch-policies sagi,global,sagi -t 1
+bad "PCIe takes no memreg switching" "--memreg-switch-every applies to RDMA targets" \
+  -r "trtype:PCIe traddr:model" -w read --memreg-switch-every 0.5 -t 1
 bad "bad trid" "-r" -r "trtype:TCP traddr:10.0.0.1" -w read -t 1
 bad "unwritable json" "--json" --sim -w read -t 1 --json /nonexistent-dir/out.json
 bad "bad PCI address" "DDDD:BB:DD.F" -r "trtype:PCIe traddr:01:00.0" -w read -t 1

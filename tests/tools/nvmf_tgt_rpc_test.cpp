@@ -815,6 +815,12 @@ TEST_F(NvmfTgtRpcTest, StatsReportWhatIsMeasured) {
   EXPECT_EQ(stats["transport"]["connections"], 2);
   EXPECT_EQ(stats["transport"]["connects_accepted"], 2);
   EXPECT_EQ(stats["transport"]["connects_rejected"], 0);
+  // Nothing had to wait or was left behind in this quiet run.
+  EXPECT_EQ(stats["transport"]["buffer_waits"], 0);
+  EXPECT_EQ(stats["transport"]["send_queue_waits"], 0);
+  EXPECT_EQ(stats["target"]["bdev_busy_waits"], 0);
+  EXPECT_EQ(stats["target"]["abandoned_qpairs"], 0);
+  EXPECT_EQ(stats["target"]["late_completions"], 0);
   ASSERT_EQ(stats["bdevs"].size(), 1u);
   const Json& bdev = stats["bdevs"][0];
   EXPECT_EQ(bdev["name"], "Malloc0");

@@ -1,14 +1,40 @@
 #!/usr/bin/env bash
 # Instructions per I/O of the full stack, split into host side, target side and the simulated
-# HCA, measured with callgrind on tests/bench/host_stack_bench (one core, 4 KiB random reads,
-# QD128, null bdev). Only the benchmark's timed loop is collected.
+# HCA, measured with callgrind on tests/bench/host_stack_bench (one core, 4 KiB random I/O,
+# null bdev; by default reads at QD128 with the global policy on rxe). Only the benchmark's
+# timed loop is collected. The benchmark polls host and target in turn from one thread, so a
+# run of --ios N is the same sequence of calls each time: the counts are exact, not sampled.
 #
-#   tools/bench/callgrind-per-io.sh [build-dir]     (default: build-release)
+#   tools/bench/callgrind-per-io.sh [--memreg POLICY] [--sim-profile PROFILE]
+#       [--remote-invalidate on|off] [--read-percent N] [--queue-depth N] [--ios N]
+#       [--json FILE] [build-dir]     (default build-dir: build-release)
+#
+# The options go to host_stack_bench (its --ios N: exactly N I/Os in one iteration); --json
+# writes {"ios", "total", "host", "target", "sim"} (instructions per I/O) to FILE as well.
 #
 # Attribution: every call from outside the sim into a function of nvmf::verbs::sim is "sim";
 # the rest of IoQpair::process_completions (which runs the callbacks that resubmit) is "host";
 # the rest of Reactor::poll_once is "target" (transport, target core, bdev, reactor).
 set -euo pipefail
+usage() { sed -n '8,10p' "$0" | sed 's/^# *//' >&2; exit 2; }
+bench_args=()
+json_out=""
+while [[ $# -gt 0 && "$1" == --* ]]; do
+  case "$1" in
+    --memreg | --sim-profile | --remote-invalidate | --read-percent | --queue-depth | --ios)
+      [[ $# -ge 2 ]] || usage
+      bench_args+=("$1=$2")
+      shift 2
+      ;;
+    --json)
+      [[ $# -ge 2 ]] || usage
+      json_out="$(realpath -m "$2")"
+      shift 2
+      ;;
+    *) usage ;;
+  esac
+done
+[[ $# -le 1 ]] || usage
 cd "$(dirname "$0")/../.."
 build="${1:-build-release}"
 bench="$build/tests/bench/host_stack_bench"
@@ -16,14 +42,26 @@ bench="$build/tests/bench/host_stack_bench"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$work/cg.out" \
-  "$bench" --benchmark_min_time=0.3 >"$work/stdout" 2>"$work/stderr"
+# Without --ios the benchmark runs for its minimum time (0.3 s of the slowed-down process).
+time_args=(--benchmark_min_time=0.3)
+[[ " ${bench_args[*]-} " == *" --ios="* ]] && time_args=()
+if ! valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$work/cg.out" \
+    "$bench" "${time_args[@]}" "${bench_args[@]}" >"$work/stdout" 2>"$work/stderr"; then
+  echo "callgrind-per-io: host_stack_bench failed:" >&2
+  tail -5 "$work/stderr" "$work/stdout" >&2
+  exit 1
+fi
+if grep -q "ERROR OCCURRED" "$work/stdout"; then
+  echo "callgrind-per-io: the benchmark reported an error:" >&2
+  grep "ERROR OCCURRED" "$work/stdout" >&2
+  exit 1
+fi
 ios=$(awk '/^measured_ios/ {sum += $2} END {print sum + 0}' "$work/stdout")
 
-python3 - "$work/cg.out" "$ios" <<'PY'
-import re, sys
+python3 - "$work/cg.out" "$ios" "$json_out" <<'PY'
+import json, re, sys
 
-path, ios = sys.argv[1], int(sys.argv[2])
+path, ios, json_out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 names = {}          # "(id)" -> name, for callgrind's name compression
 def name_of(token):
     m = re.match(r"\((\d+)\)(?: (.*))?", token)
@@ -75,7 +113,7 @@ def inclusive(pattern):
 # Sim calls made (directly or not) from each side: attribute each non-sim caller of a sim
 # function to host or target by what it is.
 def side_of(name):
-    if re.search(r"nvmf::host::|HostQueue|host_stack_bench|BM_|nvmf::\(anonymous namespace\)::(on_read|submit)", name):
+    if re.search(r"nvmf::host::|HostQueue|host_stack_bench|BM_|nvmf::\(anonymous namespace\)::(on_done|submit|run_full_stack)", name):
         return "host"
     return "target"
 sim_by_side = {"host": 0, "target": 0}
@@ -86,6 +124,13 @@ host_incl = inclusive(r"IoQpair::process_completions")
 target_incl = inclusive(r"Reactor::poll_once")
 if ios == 0:
     print("no I/O measured"); sys.exit(1)
+if json_out:
+    with open(json_out, "w") as f:
+        json.dump({"ios": ios, "total": round(total / ios, 1),
+                   "host": round((host_incl - sim_by_side["host"]) / ios, 1),
+                   "target": round((target_incl - sim_by_side["target"]) / ios, 1),
+                   "sim": round(sim_total / ios, 1)}, f)
+        f.write("\n")
 print(f"I/Os measured: {ios}")
 print(f"total instructions per I/O:       {total / ios:8.0f}")
 print(f"host side (libnvmf_host) per I/O: {(host_incl - sim_by_side['host']) / ios:8.0f}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: tools/bench/seed-table.sh [--quick] [build-dir] | --render RAW-DIR    (~11 min at -t 5)
+# usage: tools/bench/seed-table.sh [--quick] [build-dir] | --render RAW-DIR    (~20 min)
 #
 # Reruns the matrix of the 2017 linux-nvme post this project starts from
 # (../shared/seeds/000_2ecde18e778e76dc.txt: 4 KiB random 100/0, 70/30 and 0/100 IOPS with
@@ -8,27 +8,47 @@
 # a key policy on a sim profile: 4.10-RC8 = unsafe on mlx5-2017, Sagi = sagi on mlx5-2017,
 # Max = unsafe on mlx5-fenced (the driver's strong fence on every registration), Both = sagi
 # on mlx5-fenced. mlx5-2017, rxe and adversarial run every policy (global, unsafe, sagi, max,
-# deferred); mlx5-fenced runs global (the baseline), unsafe and sagi. Every run uses malloc
-# namespaces and --verify. build-dir defaults to build-release; nvmf_perf is built there
-# (Release) if it is missing.
+# deferred); mlx5-fenced runs global (the baseline), unsafe and sagi. Every matrix run uses
+# malloc namespaces and --verify. build-dir defaults to build-release; nvmf_perf (and
+# host_stack_bench, for callgrind) are built there (Release) if missing.
+#
+# Costs that do not drown in noise: on the paired profiles every cell runs in interleaved
+# rounds (each round runs the profile's policies in turn, forward in odd rounds and backward
+# in even ones), and the document shows the median of the rounds and, against global, the
+# ratio of the medians with the range of the per-round ratios; it calls a ratio a difference
+# only when there are 5 rounds or more and every round's ratio is on the same side of 1. The
+# deterministic costs come from each run's --json "per_io" (work requests by opcode, signaled
+# and fenced ones, CQEs, doorbells, the sim's work steps) and from callgrind-per-io.sh
+# (host-side instructions per I/O, one policy at a time, on one thread). Then the rare race
+# (unsafe and global on mlx5-2017-rare: full speed between the status-6 reconnects) and the
+# second seed (../shared/seeds/001_a840c731d0cd7af2.txt: a null namespace, 12 queue pairs of
+# depth 8, sequential 4 KiB reads; in process here, over rxe from the VM, see
+# SEED_TABLE_RXE_SEED001).
 #
 # The document is written only from a tree without uncommitted changes (git status empty),
 # and records the commit and the machine's load; elsewhere (SEED_TABLE_OUT) anything goes.
-# --quick is a smoke of the script, not figures: one pass of -t 1 (about 2 minutes), written
+# --quick is a smoke of the script, not figures: 2 rounds of -t 1 (about 4 minutes), written
 # to SEED_TABLE_OUT or ${TMPDIR:-/tmp}/seed-reproduction.quick.md, never to the document.
 #
 # Environment:
-#   SEED_TABLE_SECONDS   -t of each run (5; --quick 1)
-#   SEED_TABLE_PROFILES  sim profiles, in run order ("mlx5-2017 mlx5-fenced rxe adversarial";
-#                        mlx5-2017-rare may be added)
-#   SEED_TABLE_REPEAT    extra passes over the profiles below, run at the end with the
-#                        policies in reverse order, to average and measure the noise (1;
-#                        --quick 0)
-#   SEED_TABLE_REPEAT_PROFILES  the profiles repeated ("mlx5-2017 mlx5-fenced rxe"; those not
-#                        in SEED_TABLE_PROFILES are skipped)
+#   SEED_TABLE_SECONDS   -t of each matrix run (3; --quick 1)
+#   SEED_TABLE_ROUNDS    interleaved rounds of each cell on the paired profiles (5; --quick 2)
+#   SEED_TABLE_PROFILES  sim profiles, in run order ("mlx5-2017 mlx5-fenced rxe adversarial")
+#   SEED_TABLE_PAIRED_PROFILES  the profiles run in rounds ("mlx5-2017 mlx5-fenced rxe"; the
+#                        others run each cell once). A policy that fails the race there
+#                        (unsafe on mlx5-2017) runs once per workload: its IOPS measure
+#                        reconnect delays.
+#   SEED_TABLE_RARE_SECONDS  -t of the two mlx5-2017-rare runs (15; --quick 3)
+#   SEED_TABLE_RACE_ONE_IN   their --sim-race-one-in (500000; --quick 50000)
+#   SEED_TABLE_CALLGRIND_IOS I/Os of each callgrind run (20000; --quick 2000); 0 skips
+#                        callgrind (the document says so; not an acceptance failure then)
+#   SEED_TABLE_RXE_SEED001   the --json of the VM's seed-001 run over rxe (perf_rxe's
+#                        logs/seed001.json, `tests/vm/vm-run.sh perf_rxe`); copied into the
+#                        raw results, the document names where it came from
 #   SEED_TABLE_OUT       the document (docs/seed-reproduction.md)
-#   SEED_TABLE_KEEP      keep the raw results (runs.tsv, meta.json, each run's JSON and log)
-#                        in this directory; `--render DIR` writes the document from them again
+#   SEED_TABLE_KEEP      keep the raw results (runs.tsv, callgrind.tsv, meta.json, each run's
+#                        JSON and log) in this directory; `--render DIR` writes the document
+#                        from them again
 #
 # Exit status: 0 when the acceptance conditions hold, 1 when one does not (the document is
 # written first either way), 2 on bad usage, a dirty tree or a failed build. The conditions:
@@ -36,7 +56,11 @@
 # has I/O errors, MW bind errors (status 6) or verify failures; unsafe under mlx5-2017 has MW
 # bind errors and reconnects in each of its runs that read (4 KiB writes travel in the
 # command capsule and bind no window, so 0/100 cannot race); no run at all has verify
-# failures; every run finished and wrote its --json.
+# failures; every run finished and wrote its --json with the per-I/O counts; every paired
+# cell has its rounds; the rare unsafe run has status-6 errors, reconnects, the seed's log
+# lines and seconds at full speed between them, the rare global run none of that; every
+# seed-001 run ran 12 queue pairs of depth 8 without errors; every callgrind run (unless
+# skipped) wrote its figures.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -83,7 +107,14 @@ def safe(profile, policy):
 WORKLOADS = [("r100", "100/0"), ("r70", "70/30"), ("r0", "0/100")]
 ALL = ["r100", "r70", "r0", "qd8"]
 READS = ["r100", "r70", "qd8"]  # the runs that bind windows: 4 KiB writes go in the capsule
+NAMES = dict(WORKLOADS + [("qd8", "QD8 read")])
 LAG = meta["lag"]
+ROUNDS = meta["rounds"]
+# Fewer rounds than this call nothing a difference: with every round on the same side of 1,
+# 5 rounds leave a chance of 2 in 32 that two policies doing the same work look different
+# (a sign test), 2 rounds a chance of 1 in 2.
+ROUNDS_FOR_A_DIFFERENCE = 5
+RARE = "mlx5-2017-rare"
 PROFILE_TEXT = {
     "mlx5-2017": "`--sim-profile mlx5-2017 --sim-remote-invalidate off`: ConnectX-4 before the "
                  "2017 UMR fence. The target never answers with SEND_WITH_INVALIDATE, so the "
@@ -105,10 +136,9 @@ PROFILE_TEXT = {
                    "starts only once every earlier work request has completed and its key "
                    "change is visible. Run with the seed's hosts only: `unsafe` (the seed's "
                    "Max), `sagi` (Both), and `global` as the baseline.",
-    "mlx5-2017-rare": "`--sim-profile mlx5-2017-rare --sim-remote-invalidate off`: mlx5-2017 "
-                      f"with the {LAG}-step lag on one LOCAL_INV or bind in "
-                      "`mkey_commit_slow_one_in` (seeded) and none on the others: the race, "
-                      "rare.",
+    RARE: "`--sim-profile mlx5-2017-rare --sim-remote-invalidate off`: mlx5-2017 with the "
+          f"{LAG}-step lag on one LOCAL_INV or bind in `--sim-race-one-in` (seeded) and none "
+          "on the others: the race, rare.",
 }
 
 def others_share(base):
@@ -132,12 +162,29 @@ def others_share(base):
     steal = d[7] / hz
     return max(0.0, min(1.0, (busy - user - system + steal) / total))
 
+def progress_series(log):
+    """Per-second IOPS from nvmf_perf's progress lines, each with whether the queue pair was
+    failing or reconnecting during that second: a MEMREG error or a "reconnecting in" line
+    since the previous progress line, a reconnect still pending, or the "Successfully
+    reconnected" line (stdout and stderr go to one file, in order)."""
+    series, marked, down = [], False, False
+    for line in log.splitlines():
+        m = re.match(r"\[\s*\d+ s\] (\d+) IOPS", line)
+        if m:
+            series.append((int(m.group(1)), marked or down))
+            marked = False
+        elif "MEMREG for" in line or "reconnecting in" in line:
+            marked = down = True
+        elif "Successfully reconnected" in line:
+            marked, down = True, False
+    return series
+
 # ---- the runs
-runs = {}    # (profile, policy, workload) -> [result per pass]
+runs = {}    # (profile, policy, workload) -> [result per round]
 order = []   # command lines in run order
 for line in open(os.path.join(raw, "runs.tsv")):
-    profile, policy, pas, workload, rc, wall, name, cmd = line.rstrip("\n").split("\t")
-    r = {"rc": int(rc), "pass": int(pas), "json": None, "ok": False}
+    profile, policy, rnd, workload, rc, wall, name, cmd = line.rstrip("\n").split("\t")
+    r = {"rc": int(rc), "round": int(rnd), "json": None, "ok": False}
     try:
         with open(os.path.join(raw, name + ".json")) as f:
             r["json"] = json.load(f)
@@ -146,30 +193,33 @@ for line in open(os.path.join(raw, "runs.tsv")):
         pass
     log_path = os.path.join(raw, name + ".log")
     log = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
+    r["log"] = log
     r["target_error_lines"] = len(re.findall(r"\] error\s+\S+\s+target_", log))
     r["overruns"] = log.count("overran its queue")
     r["others"] = others_share(os.path.join(raw, name))
     r["log_tail"] = log.strip().splitlines()[-2:]
     runs.setdefault((profile, policy, workload), []).append(r)
     order.append(cmd)
-profiles = list(dict.fromkeys(k[0] for k in runs))
+profiles = list(dict.fromkeys(k[0] for k in runs if k[2] in ALL))
 
 def pols(profile):
     """The policies run under `profile`, in POLICIES order."""
     return [p for p in POLICIES if any(k[0] == profile and k[1] == p for k in runs)]
-passes = {p: max(r["pass"] for k, rs in runs.items() if k[0] == p for r in rs) for p in profiles}
+rounds = {p: max(r["round"] for k, rs in runs.items() if k[0] == p and k[2] in ALL for r in rs)
+          for p in profiles}
 
 def field(j, key, sub):
     v = j.get(key)
     return v.get(sub) if sub and isinstance(v, dict) else v
 
-def val(profile, policy, workload, key, sub=None):
-    """From the cell's best pass: the one with the most IOPS. Other jobs on the shared cores
-    only ever slow a run down, so the fastest pass is the least disturbed one."""
-    rs = [r for r in runs.get((profile, policy, workload), []) if r["json"]]
-    if not rs:
-        return None
-    return field(max(rs, key=lambda r: r["json"]["iops"])["json"], key, sub)
+def values(profile, policy, workload, key, sub=None):
+    return [field(r["json"], key, sub) for r in runs.get((profile, policy, workload), [])
+            if r["json"] and field(r["json"], key, sub) is not None]
+
+def med(profile, policy, workload, key, sub=None):
+    """The median over the cell's rounds."""
+    vs = values(profile, policy, workload, key, sub)
+    return statistics.median(vs) if vs else None
 
 def total(profile, policy, workload, key):
     rs = [r for r in runs.get((profile, policy, workload), []) if r["json"]]
@@ -178,13 +228,13 @@ def total(profile, policy, workload, key):
 def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
-def per_pass_ratios(profile, policy, workload, key, sub=None):
-    """policy / global of the same pass, for each pass that has both."""
-    g = {r["pass"]: r for r in runs.get((profile, "global", workload), []) if r["json"]}
+def round_ratios(profile, policy, workload, key, sub=None, base="global"):
+    """policy / base of the same round, for each round that has both."""
+    b = {r["round"]: r for r in runs.get((profile, base, workload), []) if r["json"]}
     out = []
     for r in runs.get((profile, policy, workload), []):
-        if r["json"] and r["pass"] in g:
-            x = ratio(field(r["json"], key, sub), field(g[r["pass"]]["json"], key, sub))
+        if r["json"] and r["round"] in b:
+            x = ratio(field(r["json"], key, sub), field(b[r["round"]]["json"], key, sub))
             if x is not None:
                 out.append(x)
     return out
@@ -195,42 +245,115 @@ def n(v):
 def us(v):
     return "n/a" if v is None else f"{v:,.1f}"
 
+def k(v):
+    return "n/a" if v is None else f"{v / 1000:,.1f}k"
+
 def pct(x):
     return "n/a" if x is None else f"{(x - 1) * 100:+.1f}%"
 
-def rcell(profile, policy, workload, key, sub=None):
-    if troubled(profile, policy, workload) or troubled(profile, "global", workload):
-        return "n/a (QP errors)"
-    x = ratio(val(profile, policy, workload, key, sub), val(profile, "global", workload, key, sub))
-    if x is None:
+def spread(profile, policy, workload, key="iops", sub=None):
+    """median [min..max] over the rounds, in thousands."""
+    vs = values(profile, policy, workload, key, sub)
+    if not vs:
         return "n/a"
-    text = f"{x:.3f} ({pct(x)})"
-    rs = per_pass_ratios(profile, policy, workload, key, sub)
-    if len(rs) > 1:
-        text += f" [{min(rs):.2f}..{max(rs):.2f}]"
-    return text
-
-def failed_binds(profile, policy):
-    return any(total(profile, policy, k, "mw_bind_errors") for k in ALL)
+    text = k(statistics.median(vs))
+    return text + (f" [{min(vs) / 1000:,.1f}..{max(vs) / 1000:,.1f}]" if len(vs) > 1 else "")
 
 def troubled(profile, policy, workload):
     """A run of the cell had a QP error or a reconnect: its IOPS are mostly reconnect delay."""
     return any(r["json"] and (r["json"].get("qp_errors") or r["json"]["reconnects"])
                for r in runs.get((profile, policy, workload), []))
 
+def compare(profile, policy, workload, key="iops", sub=None, base="global"):
+    """(ratio of the medians, the per-round ratios, whether it is a difference), or None
+    when a run of either cell had a QP error."""
+    if troubled(profile, policy, workload) or troubled(profile, base, workload):
+        return None
+    x = ratio(med(profile, policy, workload, key, sub), med(profile, base, workload, key, sub))
+    rs = round_ratios(profile, policy, workload, key, sub, base)
+    diff = (x is not None and len(rs) >= ROUNDS_FOR_A_DIFFERENCE
+            and (all(v > 1 for v in rs) or all(v < 1 for v in rs)))
+    return x, rs, diff
+
+def ccell(profile, policy, workload, key="iops", sub=None, base="global"):
+    """"+3.1% [+1.0..+5.2]": the ratio of the medians, the per-round range; bold when it is a
+    difference."""
+    c = compare(profile, policy, workload, key, sub, base)
+    if c is None:
+        return "n/a (QP errors)"
+    x, rs, diff = c
+    if x is None:
+        return "n/a"
+    text = f"**{pct(x)}**" if diff else pct(x)
+    if len(rs) > 1:
+        text += f" [{(min(rs) - 1) * 100:+.1f}..{(max(rs) - 1) * 100:+.1f}]"
+    return text
+
+def failed_binds(profile, policy):
+    return any(total(profile, policy, w, "mw_bind_errors") for w in ALL)
+
+# ---- the extra runs: rare race, seed 001, callgrind
+rare_unsafe = [r for r in runs.get((RARE, "unsafe", "rare"), [])]
+rare_global = [r for r in runs.get((RARE, "global", "rare"), [])]
+seed001 = runs.get(("seed001", "global", "seed001"), [])
+callgrind = {}  # (policy, workload) -> figures, or None when the run failed
+cg_path = os.path.join(raw, "callgrind.tsv")
+if os.path.exists(cg_path):
+    for line in open(cg_path):
+        policy, workload, rc, name = line.rstrip("\n").split("\t")
+        try:
+            callgrind[(policy, workload)] = json.load(open(os.path.join(raw, name)))
+        except (OSError, ValueError):
+            callgrind[(policy, workload)] = None
+CG_WORKLOADS = [("r100", "100/0"), ("r70", "70/30")]
+rxe_seed001 = None
+if meta.get("rxe_seed001"):
+    try:
+        rxe_seed001 = json.load(open(os.path.join(raw, "rxe-seed001.json")))
+    except (OSError, ValueError):
+        rxe_seed001 = None
+
+def quote(log, needle):
+    """The first log line holding `needle`, without the timestamp (or None)."""
+    for line in log.splitlines():
+        if needle in line:
+            return re.sub(r"^\[[0-9:.]+\]\s*", "", line.strip())
+    return None
+
+def rare_view(r):
+    """What one rare-race run shows: per-second IOPS, the seconds undisturbed by a reconnect."""
+    series = progress_series(r["log"])
+    clean = [v for v, disturbed in series if not disturbed]
+    return {"series": series, "clean": clean,
+            "clean_median": statistics.median(clean) if clean else None,
+            "disturbed": sum(1 for _, d in series if d)}
+
+def seed001_ok(r):
+    j = r["json"]
+    if not j or r["rc"] != 0:
+        return False
+    c = j["config"]
+    return (j["ios"] > 0 and j["errors"] == 0 and c["cores"] * c["qpairs_per_worker"] == 12
+            and c["queue_depth"] == 8 * c["qpairs_per_worker"] and c["workload"] == "read"
+            and c["io_size"] == 4096 and c["sim_bdev"] == "null")
+
 # ---- acceptance
 failures, notes = [], []
 for (profile, policy, workload), rs in runs.items():
     for r in rs:
-        where = f"{profile} / {policy} / {workload} (pass {r['pass']})"
+        where = f"{profile} / {policy} / {workload} (round {r['round']})"
         if not r["ok"]:
             failures.append(f"{where}: the run did not finish (exit {r['rc']}, "
                             f"{'no JSON' if r['json'] is None else 'JSON written'}): "
                             + " | ".join(r["log_tail"]))
             continue
         j = r["json"]
-        if j["verify_failures"]:
+        if not (j.get("per_io") or {}).get("send"):
+            failures.append(f"{where}: no per-I/O work counts in its JSON")
+        if j.get("verify_failures"):
             failures.append(f"{where}: {j['verify_failures']} verify failures")
+        if workload not in ALL:
+            continue
         if safe(profile, policy):
             if j["errors"]:
                 failures.append(f"{where}: {j['errors']} I/O errors")
@@ -245,17 +368,60 @@ for (profile, policy, workload), rs in runs.items():
                 failures.append(f"{where}: no MW bind errors: the 2017 race did not reproduce")
             if not j["reconnects"]:
                 failures.append(f"{where}: no reconnects after the failed binds")
+for (profile, policy, workload), rs in runs.items():
+    if (workload in ALL and profile in meta["paired_profiles"] and policy in meta["paired_policies"][profile]
+            and len(rs) < ROUNDS):
+        failures.append(f"{profile} / {policy} / {workload}: {len(rs)} rounds of {ROUNDS}")
 if "mlx5-2017" not in profiles:
     notes.append("profile mlx5-2017 was not run: the race itself was not checked")
 if "mlx5-fenced" not in profiles:
     notes.append("profile mlx5-fenced was not run: the seed's Max and Both columns were not checked")
+# The rare race: the seed's picture.
+if not rare_unsafe or not rare_global:
+    failures.append(f"the rare-race runs ({RARE}: unsafe and global) are missing")
+for r in rare_unsafe:
+    j = r["json"]
+    if not j:
+        continue
+    if not j.get("mw_bind_errors"):
+        failures.append(f"{RARE} / unsafe: no MW bind error: the rare race did not show")
+    if not j["reconnects"]:
+        failures.append(f"{RARE} / unsafe: no reconnect")
+    if j["errors"]:
+        failures.append(f"{RARE} / unsafe: {j['errors']} I/O errors (the resent I/Os must complete)")
+    for needle in ("failed with status memory management operation error (6)",
+                   "reconnecting in", "Successfully reconnected"):
+        if quote(r["log"], needle) is None:
+            failures.append(f"{RARE} / unsafe: no log line with \"{needle}\"")
+    if not rare_view(r)["clean"]:
+        failures.append(f"{RARE} / unsafe: no second without a reconnect: not rare")
+for r in rare_global:
+    j = r["json"]
+    if j and (j["errors"] or j.get("mw_bind_errors") or j["reconnects"]):
+        failures.append(f"{RARE} / global: errors, bind errors or reconnects")
+# The second seed.
+if not seed001:
+    failures.append("the seed-001 runs are missing")
+for r in seed001:
+    if not seed001_ok(r):
+        failures.append(f"seed001 (round {r['round']}): not a clean run of 12 queue pairs x QD8 "
+                        f"(exit {r['rc']}): " + " | ".join(r["log_tail"]))
+# Callgrind.
+if meta["callgrind_ios"]:
+    for p in POLICIES:
+        for w, _ in CG_WORKLOADS:
+            if not callgrind.get((p, w)):
+                failures.append(f"callgrind {p} / {w}: no figures (see the script's stderr)")
+else:
+    notes.append("callgrind was skipped (SEED_TABLE_CALLGRIND_IOS=0): no host-side "
+                 "instruction counts")
 
 def counters(profile, policy, workload):
     rs = runs.get((profile, policy, workload), [])
     if not rs or not all(r["json"] for r in rs):
         return "**no result**"
-    c = [total(profile, policy, workload, k)
-         for k in ("errors", "mw_bind_errors", "reconnects", "verify_failures")]
+    c = [total(profile, policy, workload, x)
+         for x in ("errors", "mw_bind_errors", "reconnects", "verify_failures")]
     bad = (c[3] or (safe(profile, policy) and (c[0] or c[1]))
            or (policy == "unsafe" and profile == "mlx5-2017" and workload in READS
                and not all(r["json"].get("mw_bind_errors") and r["json"]["reconnects"] for r in rs)))
@@ -277,7 +443,9 @@ w("The seed (`../shared/seeds/000_2ecde18e778e76dc.txt`, linux-nvme, March 2017)
   "memory management operation error (6)`, then `reconnecting in 10 seconds`. This file reruns "
   "its matrix with `nvmf_perf --sim` (an in-process target over the simulated HCA) for each "
   "key policy of `src/memreg/key_policy.h`: `global` (the registered region's rkey, no per-I/O "
-  "key), `unsafe` (the 2017 host), `sagi`, `max` and `deferred`.")
+  "key), `unsafe` (the 2017 host), `sagi`, `max` and `deferred`. It counts what each policy "
+  "posts per I/O, shows the race as the seed saw it (rare, the host at full speed between "
+  "reconnects), and reruns the second seed's workload (a null device, 12 queues of depth 8).")
 w("")
 w("## The seed's figures")
 w("")
@@ -305,8 +473,8 @@ w("")
 w("| Seed column | Host | HCA / driver | Here | Status 6 in the sim | Who can touch a buffer after its I/O completes |")
 w("|---|---|---|---|---|---|")
 w("| 4.10-RC8 | unsignaled LOCAL_INV, MR reused at once | ConnectX-4, no UMR fence | `unsafe` on "
-  "`mlx5-2017` | yes (certain in the sim; rare in the seed, see `mlx5-2017-rare`) | the target, "
-  "until the LOCAL_INV lands |")
+  "`mlx5-2017` | yes (certain in the sim; rare in the seed, see `mlx5-2017-rare` below) | the "
+  "target, until the LOCAL_INV lands |")
 w("| Sagi | signaled LOCAL_INV, the I/O completes at its completion | no UMR fence | `sagi` on "
   "`mlx5-2017` | no | no one: the key is dead before the I/O completes |")
 w("| Max | as 4.10-RC8 | strong fence on every registration | `unsafe` on `mlx5-fenced` | no | "
@@ -355,11 +523,13 @@ w("- Fences, as separate rules: the IBTA fence (prior RDMA READs complete; `IBV_
 w("")
 w("## How this was produced")
 w("")
+paired = [p for p in profiles if p in meta["paired_profiles"]]
 if meta.get("quick"):
-    w("- **A `--quick` smoke of the script (one pass of `-t 1`): not figures to cite.**")
+    w(f"- **A `--quick` smoke of the script ({ROUNDS} rounds of `-t {meta['seconds']}`): not "
+      "figures to cite.**")
 w(f"- `tools/bench/seed-table.sh {'--quick ' if meta.get('quick') else ''}{meta['build']}` on {meta['date']}: "
-  f"{sum(len(rs) for rs in runs.values())} runs of `-t {meta['seconds']}`, "
-  f"{meta['wall_s']} s wall time.")
+  f"{sum(len(rs) for rs in runs.values())} runs of `nvmf_perf` (the matrix at `-t {meta['seconds']}`), "
+  f"{len([v for v in callgrind.values() if v])} of callgrind, {meta['wall_s']} s wall time in all.")
 w(f"- Machine: {meta['nproc']} cores (`nproc`), {meta['cpu']}, Linux {meta['kernel']}. The "
   f"cores are shared with other work: load average {meta['load_start']} at the start and "
   f"{meta['load_end']} at the end (nvmf_perf alone keeps both cores busy polling).")
@@ -372,24 +542,34 @@ w("- Scaling. The seed ran 8 disks x 4 fio jobs x QD32 = 1024 I/Os outstanding, 
   "namespace over 8 namespaces (`--ns-count 8`), 8 x 32 = 256 outstanding. More jobs per "
   "namespace would only share the same core. The latency case is the seed's: 1 namespace, "
   "1 job (`-c 1`), `-q 8`, 4 KiB random read.")
-w("- Every run: 4 KiB I/Os (`-o 4096`), `--sim-bdev malloc` (RAM namespaces, 64 MiB each by "
-  "default) and `--verify` (each write carries nsid, LBA and a generation, and every read is "
-  "checked, so \"no data lost or corrupted\" is checked in every cell), "
+w("- Every matrix run: 4 KiB I/Os (`-o 4096`), `--sim-bdev malloc` (RAM namespaces, 64 MiB "
+  "each by default) and `--verify` (each write carries nsid, LBA and a generation, and every "
+  "read is checked, so \"no data lost or corrupted\" is checked in every cell), "
   "`--reconnect-delay-ms 1000` (the kernel's 10 s would outlast a run), `--seed 1`, `--json`.")
-extra = [p for p in profiles if passes[p] > 1]
 partial = [p for p in profiles if pols(p) != POLICIES]
-w(f"- Profiles, in run order: {', '.join('`' + p + '`' for p in profiles)}. Within a profile the "
-  "runs go workload by workload, the profile's policies in turn"
-  + (" (all five; " + "; ".join(f"`{p}` only " + ", ".join(f"`{x}`" for x in pols(p))
-                                for p in partial)
+w(f"- Profiles, in run order: {', '.join('`' + p + '`' for p in profiles)}"
+  + (" (" + "; ".join(f"`{p}` only " + ", ".join(f"`{x}`" for x in pols(p)) for p in partial)
      + (": the seed's Max and Both, and the baseline" if partial == ["mlx5-fenced"] else "")
-     + ")." if partial else ": all five.")
-  + (f" Then {' and '.join('`' + p + '`' for p in extra)} ran again "
-     f"({max(passes[p] for p in extra)} passes in all), the policies in reverse order. Each "
-     "of their cells shows the pass with the most IOPS (IOPS and latencies of that one run): "
-     "other jobs on the shared cores only ever slow a run down, and they did, in bursts "
-     "lasting several runs. Their ratios show the range of the per-pass ratios in brackets, "
-     "and the passes' differences measure the noise." if extra else ""))
+     + ")" if partial else "") + ".")
+if paired:
+    once = {p: [x for x in pols(p) if x not in meta["paired_policies"][p]] for p in paired}
+    w(f"- Interleaved rounds. On {', '.join('`' + p + '`' for p in paired)} every cell ran "
+      f"{ROUNDS} rounds: a workload's rounds run one after the other, and each round runs the "
+      "profile's policies in turn, forward in odd rounds and backward in even ones, so that a "
+      "slow stretch of the shared machine falls on every policy alike. Each cell shows the "
+      "median of its rounds. A ratio against `global` is the ratio of the medians, with the "
+      "range of the per-round ratios (each run against `global`'s run of the same round) in "
+      "brackets, in percent. It is called a difference (in **bold**) only when there are at "
+      f"least {ROUNDS_FOR_A_DIFFERENCE} rounds and every round's ratio is on the same side of 1: "
+      f"two policies that do the same work pass that test by chance 2 times in 32 at 5 rounds "
+      "(a sign test); otherwise the difference is within the noise."
+      + ("".join(f" `{x}` under `{p}` fails the race at once and runs once per workload, after "
+                 "the first round: its IOPS measure reconnect delays."
+                 for p, xs in once.items() for x in xs)))
+unpaired = [p for p in profiles if p not in paired]
+if unpaired:
+    w(f"- {', '.join('`' + p + '`' for p in unpaired)}: every cell once (a check of the rules "
+      "under random reorderings, not a cost measurement: no ratio there is called a difference).")
 w("- 4 KiB writes travel inside the command capsule (the target offers 4096 bytes of "
   "in-capsule data, like nvmet-rdma in 2017): they bind no window under any policy. So 0/100 "
   "does the same work under all five policies, and 70/30 binds windows for its reads only. "
@@ -397,11 +577,17 @@ w("- 4 KiB writes travel inside the command capsule (the target offers 4096 byte
   "the capsule inline (`nvme_rdma_map_sg_inline`) without a registration, which is why the "
   "seed's 0/100 row is flat (our reading of the 4.10-era source).")
 w("")
-w("<details><summary>The exact command lines ($TMP is a temporary directory)</summary>")
+w("<details><summary>The exact command lines, each once in run order ($TMP is a temporary "
+  "directory, RUN the run's number)</summary>")
 w("")
 w("```")
-for cmd in order:
+for cmd in dict.fromkeys(re.sub(r"\$TMP/\d+\.json", "$TMP/RUN.json", c) for c in order):
     w(cmd)
+for (p, wl) in [(p, wl) for p in POLICIES for wl, _ in CG_WORKLOADS if (p, wl) in callgrind]:
+    read_percent = 100 if wl == "r100" else 70
+    w(f"tools/bench/callgrind-per-io.sh --memreg {p} --sim-profile rxe --remote-invalidate off "
+      f"--read-percent {read_percent} --queue-depth 32 --ios {meta['callgrind_ios']} "
+      f"--json $TMP/cg-{p}-{wl}.json {meta['build']}")
 w("```")
 w("")
 w("</details>")
@@ -409,20 +595,19 @@ w("")
 
 w("## Results")
 w("")
-w("IOPS of the whole run (all namespaces). Counters, summed over the passes: **I/O errors / "
-  "MW bind errors (status 6) / reconnects / verify failures**; bold marks a cell that breaks "
-  "an acceptance condition. The I/Os in flight when a queue pair fails are resent after the "
-  "reconnect, so a failed bind counts as a bind error and a reconnect, not as an I/O error. "
-  "A reconnect without a bind error is a queue pair that failed for another reason (see "
-  "the notes under Acceptance).")
-# The seed's four columns, each the policy and profile it maps to (best pass, as below).
+w("IOPS of the whole run (all namespaces), the median of the rounds. Counters, summed over "
+  "the rounds: **I/O errors / MW bind errors (status 6) / reconnects / verify failures**; "
+  "bold marks a cell that breaks an acceptance condition. The I/Os in flight when a queue "
+  "pair fails are resent after the reconnect, so a failed bind counts as a bind error and a "
+  "reconnect, not as an I/O error. A reconnect without a bind error is a queue pair that "
+  "failed for another reason (see the notes under Acceptance).")
 seed_cols = [(name, p, prof) for name, p, prof in SEED_COLUMNS if (prof, p, "r100") in runs]
 if seed_cols:
     w("")
     w("### The seed's columns")
     w("")
     w("Each column as the seed ran it (see the mapping above), beside the seed's own figures. "
-      "IOPS of the whole run; the counters as below.")
+      "IOPS of the whole run (median of the rounds); the counters as below.")
     w("")
     w("| Read/Write | " + " | ".join(f"{name} (`{p}` on `{prof}`)" for name, p, prof in seed_cols) + " |")
     w("|---|" + "---:|" * len(seed_cols))
@@ -430,25 +615,26 @@ if seed_cols:
                  "0/100": [667379, 666000, 666093, 666144]}
     index = {name: i for i, (name, _, _) in enumerate(SEED_COLUMNS)}
     for key, name in WORKLOADS:
-        w(f"| {name} | " + " | ".join(n(val(prof, p, key, "iops")) for _, p, prof in seed_cols) + " |")
+        w(f"| {name} | " + " | ".join(n(med(prof, p, key, "iops")) for _, p, prof in seed_cols) + " |")
         w(f"| *{name}, the seed* | " + " | ".join(f"*{SEED_IOPS[name][index[c]]:,}*" for c, _, _ in seed_cols) + " |")
-    w("| QD8 read IOPS | " + " | ".join(n(val(prof, p, "qd8", "iops")) for _, p, prof in seed_cols) + " |")
-    w("| QD8 read avg us | " + " | ".join(us(val(prof, p, "qd8", "lat_us", "avg")) for _, p, prof in seed_cols) + " |")
+    w("| QD8 read IOPS | " + " | ".join(n(med(prof, p, "qd8", "iops")) for _, p, prof in seed_cols) + " |")
+    w("| QD8 read avg us | " + " | ".join(us(med(prof, p, "qd8", "lat_us", "avg")) for _, p, prof in seed_cols) + " |")
     for key, name in WORKLOADS + [("qd8", "QD8 read")]:
         w(f"| {name} errors | " + " | ".join(counters(prof, p, key) for _, p, prof in seed_cols) + " |")
 for profile in profiles:
     P = pols(profile)
     w("")
-    w(f"### Profile `{profile}`" + (f" (best of {passes[profile]} passes)" if passes[profile] > 1 else ""))
+    w(f"### Profile `{profile}`" + (f" ({rounds[profile]} rounds)" if rounds[profile] > 1 else ""))
     w("")
     w(PROFILE_TEXT.get(profile, ""))
     w("")
-    w("4 KiB random, 8 namespaces x QD32 on one host core, IOPS:")
+    w("4 KiB random, 8 namespaces x QD32 on one host core, IOPS in thousands, the median "
+      + ("[and the range] of the rounds:" if rounds[profile] > 1 else "of one run:"))
     w("")
     w("| Read/Write | " + " | ".join(P) + " |")
     w("|---|" + "---:|" * len(P))
     for key, name in WORKLOADS:
-        w(f"| {name} | " + " | ".join(n(val(profile, p, key, "iops")) for p in P) + " |")
+        w(f"| {name} | " + " | ".join(spread(profile, p, key) for p in P) + " |")
     w("")
     w("Errors (I/O errors / MW bind errors / reconnects / verify failures):")
     w("")
@@ -457,24 +643,27 @@ for profile in profiles:
     for key, name in WORKLOADS + [("qd8", "QD8 read")]:
         w(f"| {name} | " + " | ".join(counters(profile, p, key) for p in P) + " |")
     w("")
-    w("QD8 latency (1 namespace, 1 job, `-q 8`, 4 KiB random read):")
+    w("QD8 latency (1 namespace, 1 job, `-q 8`, 4 KiB random read), medians of the rounds:")
     w("")
     w("| Policy | IOPS | avg us | p50 us | p99 us |")
     w("|---|---:|---:|---:|---:|")
     for p in P:
-        w(f"| {p} | {n(val(profile, p, 'qd8', 'iops'))} | {us(val(profile, p, 'qd8', 'lat_us', 'avg'))} | "
-          f"{us(val(profile, p, 'qd8', 'lat_us', 'p50'))} | {us(val(profile, p, 'qd8', 'lat_us', 'p99'))} |")
+        w(f"| {p} | {n(med(profile, p, 'qd8', 'iops'))} | {us(med(profile, p, 'qd8', 'lat_us', 'avg'))} | "
+          f"{us(med(profile, p, 'qd8', 'lat_us', 'p50'))} | {us(med(profile, p, 'qd8', 'lat_us', 'p99'))} |")
 
 w("")
 w("## Cost of each policy against `global`")
 w("")
-w("Policy / `global` of the same profile: below 1 is fewer IOPS, above 1 is more latency. "
-  "The seed's rows (italics) are against the unpatched 4.10-RC8 kernel, which is `unsafe` on "
-  "`mlx5-2017`, not `global` (see below). Each seed row stands under the profile that "
-  "reproduces its column: Sagi under `mlx5-2017` (beside `sagi`), Max and Both under "
-  "`mlx5-fenced` (beside `unsafe` and `sagi`); `max` and `deferred` have no seed row. A "
-  "policy whose binds failed has no meaningful ratio, nor has a cell where a queue pair "
-  "failed for another reason (\"n/a (QP errors)\").")
+w("Policy / `global` of the same profile, as the ratio of the medians in percent, with the "
+  "range of the per-round ratios in brackets; **bold** is a difference by the rule above "
+  f"(at least {ROUNDS_FOR_A_DIFFERENCE} rounds, every one on the same side), the rest is "
+  "within the noise. Below 0 is fewer IOPS, above 0 more latency. The seed's rows (italics) "
+  "are against the unpatched 4.10-RC8 kernel, which is `unsafe` on `mlx5-2017`, not `global` "
+  "(see below). Each seed row stands under the profile that reproduces its column: Sagi under "
+  "`mlx5-2017` (beside `sagi`), Max and Both under `mlx5-fenced` (beside `unsafe` and "
+  "`sagi`); `max` and `deferred` have no seed row. A policy whose binds failed has no "
+  "meaningful ratio, nor has a cell where a queue pair failed for another reason (\"n/a (QP "
+  "errors)\").")
 SEED = {
     "Sagi": [611737 / 667158, 890962 / 941352, 666000 / 667379, 40490 / 49304, 192.9 / 160.3],
     "Max": [619586 / 667158, 884222 / 941352, 666093 / 667379, None, 1.02],
@@ -490,86 +679,272 @@ for profile in profiles:
         if failed_binds(profile, p):
             w(f"| {p} | fails (status 6) | | | | | |")
             continue
-        cells = [rcell(profile, p, k, "iops") for k, _ in WORKLOADS]
-        cells += [rcell(profile, p, "qd8", "iops"), rcell(profile, p, "qd8", "lat_us", "avg"),
-                  rcell(profile, p, "qd8", "lat_us", "p50")]
+        cells = [ccell(profile, p, x, "iops") for x, _ in WORKLOADS]
+        cells += [ccell(profile, p, "qd8", "iops"), ccell(profile, p, "qd8", "lat_us", "avg"),
+                  ccell(profile, p, "qd8", "lat_us", "p50")]
         w(f"| {p} | " + " | ".join(cells) + " |")
     for name, p, prof in SEED_COLUMNS:
         if prof == profile and name in SEED:
             cells = SEED[name]
-            w(f"| *seed: {name}* | " + " | ".join("" if c is None else f"*{c:.3f} ({pct(c)})*" for c in cells) + " | |")
-    if not failed_binds(profile, "unsafe") and val(profile, "unsafe", "r100", "iops"):
+            w(f"| *seed: {name}* | " + " | ".join("" if c is None else f"*{pct(c)}*" for c in cells) + " | |")
+    if not failed_binds(profile, "unsafe") and med(profile, "unsafe", "r100", "iops"):
         w("")
         w(f"`unsafe` ran clean under `{profile}`"
           + (" (the seed's Max)" if profile == "mlx5-fenced" else "")
           + ", so an unpatched-host baseline exists here: against `unsafe`, " + "; ".join(
-              f"`{p}` {pct(ratio(val(profile, p, 'r100', 'iops'), val(profile, 'unsafe', 'r100', 'iops')))} "
-              f"100/0 IOPS and {pct(ratio(val(profile, p, 'qd8', 'lat_us', 'avg'), val(profile, 'unsafe', 'qd8', 'lat_us', 'avg')))} "
-              "QD8 latency" for p in pols(profile) if p != "unsafe") + "."
+              f"`{p}` {ccell(profile, p, 'r100', base='unsafe')} 100/0 IOPS and "
+              f"{ccell(profile, p, 'qd8', 'lat_us', 'avg', base='unsafe')} QD8 latency"
+              for p in pols(profile) if p != "unsafe") + "."
           + (" The seed: Both against Max "
              f"{pct(SEED['Both'][0] / SEED['Max'][0])} 100/0 IOPS." if profile == "mlx5-fenced" else ""))
 
-# ---- noise
-repeated = [p for p in profiles if passes[p] > 1]
-diffs = []
-for profile in repeated:
+# ---- deterministic costs
+def count(profile, policy, workload, key):
+    vs = [r["json"]["per_io"].get(key) for r in runs.get((profile, policy, workload), [])
+          if r["json"] and r["json"].get("per_io") and r["json"]["per_io"].get(key) is not None]
+    return vs
+
+def c2(vs):
+    return "n/a" if not vs else f"{statistics.median(vs):.2f}"
+
+def doorbell_cell(vs):
+    if not vs:
+        return "n/a"
+    text = f"{statistics.median(vs):.2f}"
+    return text + (f" [{min(vs):.2f}..{max(vs):.2f}]" if len(vs) > 1 else "")
+
+w("")
+w("## What each policy posts per I/O")
+w("")
+w("Counted, not timed: the host library's counts of what its I/O queue pairs posted and "
+  "reaped (`IoQpairStats`: work requests by opcode, those asking for a completion, those "
+  "with `IBV_SEND_FENCE`, doorbells, completions), and the sim's own work (work requests the "
+  "two simulated HCAs took and completions they wrote), from each run's `--json` `per_io` "
+  "(the count over the I/Os completed). These are exact but for the few hundred work "
+  "requests of connecting and setting up the queues, and the same in every round (the median "
+  "is shown). Only the doorbells depend on timing: one poll rings once for everything its "
+  "completions made the host post, so they are shown with their range. The sim's time is not "
+  "a clock here: its step clocks are per queue pair and also tick on polls that find nothing, "
+  "so the time-free count of its work is work requests taken plus completions written, both "
+  "HCAs (\"sim work\"). A policy that fails the race (`unsafe` on `mlx5-2017`) counts its "
+  "reconnects' work too.")
+for key, name in [("r100", "100/0"), ("r70", "70/30")]:
+    w("")
+    w(f"### {name}, 8 namespaces x QD32")
+    w("")
+    w("| Profile | Policy | SEND | BIND_MW | LOCAL_INV | signaled | fenced | CQEs reaped | doorbells | sim work |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for profile in profiles:
+        for p in pols(profile):
+            label = p + (" (fails: status 6)" if failed_binds(profile, p) else "")
+            cells = [c2(count(profile, p, key, x)) for x in
+                     ("send", "bind_mw", "local_inv", "signaled", "fenced", "cqes_reaped")]
+            cells.append(doorbell_cell(count(profile, p, key, "doorbells")))
+            cells.append(c2(count(profile, p, key, "sim_work_steps")))
+            w(f"| `{profile}` | {label} | " + " | ".join(cells) + " |")
+m = "mlx5-2017"
+if m in profiles:
+    def c(p, x, wl="r100"):
+        return c2(count(m, p, wl, x))
+    w("")
+    w(f"Under `{m}` every read is invalidated by the host: `global` posts the SEND alone "
+      f"({c('global', 'send')} per I/O), every window policy a bind and a LOCAL_INV with it "
+      f"(`sagi` {c('sagi', 'bind_mw')} and {c('sagi', 'local_inv')}). `sagi` and `deferred` "
+      f"signal the LOCAL_INV ({c('sagi', 'signaled')} and {c('deferred', 'signaled')} signaled "
+      f"per I/O against {c('global', 'signaled')}), so each read brings one more completion "
+      f"({c('sagi', 'cqes_reaped')} and {c('deferred', 'cqes_reaped')} CQEs against "
+      f"{c('global', 'cqes_reaped')}). `max` posts as many work requests as `unsafe` and asks "
+      f"for no completion more, but fences its rebinds ({c('max', 'fenced')} fenced per I/O): "
+      "its cost is the wait, which no count shows. The sim's work per I/O: "
+      + ", ".join(f"`{p}` {c(p, 'sim_work_steps')}" for p in pols(m) if not failed_binds(m, p))
+      + ".")
+if callgrind:
+    cg = {key: v for key, v in callgrind.items() if v}
+    def cgv(p, wl, part):
+        v = cg.get((p, wl))
+        return None if v is None else v[part]
+    def cg_vs(p, wl):
+        x = ratio(cgv(p, wl, "host"), cgv("global", wl, "host"))
+        return "" if p == "global" or x is None else f" ({pct(x)})"
+    w("")
+    w("### Host-side instructions per I/O (callgrind)")
+    w("")
+    w(f"`tools/bench/callgrind-per-io.sh` over `tests/bench/host_stack_bench`: the host library, "
+      "the sim and the target on one thread, polled in turn, so a run is the same sequence of "
+      f"calls every time and the counts are exact. {meta['callgrind_ios']:,} I/Os per run, "
+      "4 KiB, QD32, one null namespace, `rxe` with remote invalidation off: every policy posts "
+      "its full work (a bind and a LOCAL_INV for each keyed I/O) and none fails, so the host "
+      "library's own cost of each policy shows. \"Host\" is the library (`IoQpair` and the "
+      "RDMA host queue, the key policy, the benchmark's callbacks), without the sim calls it "
+      "makes; the sim and the target are shown for scale.")
+    w("")
+    w("| Policy | 100/0 host | 70/30 host | 100/0 target | 100/0 sim | 100/0 total |")
+    w("|---|---:|---:|---:|---:|---:|")
     for p in POLICIES:
+        w(f"| {p} | {n(cgv(p, 'r100', 'host'))}{cg_vs(p, 'r100')} | {n(cgv(p, 'r70', 'host'))}{cg_vs(p, 'r70')} | "
+          f"{n(cgv(p, 'r100', 'target'))} | {n(cgv(p, 'r100', 'sim'))} | {n(cgv(p, 'r100', 'total'))} |")
+elif not meta["callgrind_ios"]:
+    w("")
+    w("Host-side instructions per I/O (callgrind) were not measured for this document "
+      "(`SEED_TABLE_CALLGRIND_IOS=0`).")
+
+# ---- the rare race
+if rare_unsafe or rare_global:
+    w("")
+    w("## The race, rare: `unsafe` on `mlx5-2017-rare`")
+    w("")
+    w(PROFILE_TEXT[RARE] + f" Both runs: 100/0 as above (8 namespaces x QD32, `--verify`), "
+      f"`-t {meta['rare_seconds']}`, `--sim-race-one-in {meta['race_one_in']}`, "
+      "`--reconnect-delay-ms 1000`. The seed saw the unpatched host fail now and then (about 30 "
+      "errors in 48 two-minute runs) and run at full speed in between; under `mlx5-2017` ours "
+      "fails at every chance.")
+    u = rare_unsafe[0] if rare_unsafe and rare_unsafe[0]["json"] else None
+    g = rare_global[0] if rare_global and rare_global[0]["json"] else None
+    if u and g:
+        uv, gv = rare_view(u), rare_view(g)
+        uj, gj = u["json"], g["json"]
+        g_med = statistics.median([v for v, _ in gv["series"]]) if gv["series"] else None
+        w("")
+        w("| | `unsafe` | `global` |")
+        w("|---|---:|---:|")
+        w(f"| IOPS, whole run | {n(uj['iops'])} | {n(gj['iops'])} |")
+        w(f"| IOPS per second, median of the seconds without a reconnect | {n(uv['clean_median'])} "
+          f"({len(uv['clean'])} of {len(uv['series'])} seconds) | {n(g_med)} (all {len(gv['series'])}) |")
+        w(f"| MW bind errors (status 6) | {uj.get('mw_bind_errors')} | {gj.get('mw_bind_errors')} |")
+        w(f"| reconnects | {uj['reconnects']} | {gj['reconnects']} |")
+        w(f"| I/O errors / verify failures | {uj['errors']} / {uj['verify_failures']} | "
+          f"{gj['errors']} / {gj['verify_failures']} |")
+        w("")
+        w("Per second, `unsafe` (in thousands of IOPS; * a second with a failure or a reconnect "
+          "in it): " + ", ".join(f"{v / 1000:.0f}{'*' if d else ''}" for v, d in uv["series"]) + ".")
+        w("")
+        between = ratio(uv["clean_median"], g_med)
+        w(f"Between its reconnects `unsafe` ran at "
+          + ("n/a" if between is None else f"{between * 100:.0f}%")
+          + " of `global`'s per-second median: the seed's picture, full speed until a bind fails. Each failure costs the "
+          "reconnect delay (1 s here, 10 s in the seed's kernel) and the I/Os in flight are "
+          "resent, so nothing is lost: the verify failures are 0. The log lines, as the seed "
+          "quoted them (the host logs the command's CID where the kernel logged the CQE's "
+          "address):")
+        w("")
+        w("```")
+        for needle in ("failed with status memory management operation error (6)",
+                       "reconnecting in", "Successfully reconnected"):
+            line = quote(u["log"], needle)
+            w(line if line else f"(no line with \"{needle}\")")
+        w("```")
+    else:
+        w("")
+        w("**The rare-race runs did not finish** (see Acceptance).")
+
+# ---- the second seed
+if seed001 or rxe_seed001:
+    w("")
+    w("## The second seed: a null device, 12 queues of depth 8")
+    w("")
+    w("The seed (`../shared/seeds/001_a840c731d0cd7af2.txt`, dm-devel, January 2018, dm-rq "
+      "sequential I/O patches): \"null_blk with queue depth of 8, 12 hw queues on 12 cpu "
+      "system, with 12 fio jobs\", sequential, 1350K IOPS before the patches and 1420K after, "
+      "5275 and 5532 MB/s. 1350K x 4 KiB is 5273 MiB/s, so the seed's MB/s are MiB/s and its "
+      "I/Os 4 KiB. Here: a null namespace (`--sim-bdev null`, nothing stored), 12 I/O queue "
+      "pairs of depth 8 and sequential 4 KiB reads, `-c 1 -P 12 -q 96 -w read -o 4096`: one "
+      "worker with 12 queue pairs, its 96 I/Os dealt 8 to each (`-q` is per worker, as in "
+      "spdk_nvme_perf). One worker because this machine has 2 cores and with `--sim` the "
+      "target's reactor takes one: `-c 2 -P 6` would put two workers on the one host core, "
+      "and they would only take turns.")
+    ok = [r for r in seed001 if seed001_ok(r)]
+    w("")
+    w("| | IOPS | MiB/s (the seed's MB/s) |")
+    w("|---|---:|---:|")
+    w("| *the seed: null_blk, 12 hw queues x QD8, 12 fio jobs, before the dm-rq patches* | *1,350K* | *5,275* |")
+    w("| *the seed: after* | *1,420K* | *5,532* |")
+    if ok:
+        iops = [r["json"]["iops"] for r in ok]
+        mib = [r["json"]["mibps"] for r in ok]
+        w(f"| here, in process (`--sim`, {len(ok)} runs of `-t {ok[0]['json']['config']['time_s']}`: "
+          f"median [range]) | {k(statistics.median(iops))} [{k(min(iops))}..{k(max(iops))}] | "
+          f"{statistics.median(mib):,.0f} [{min(mib):,.0f}..{max(mib):,.0f}] |")
+    else:
+        w("| here, in process (`--sim`) | **the runs failed** | |")
+    if rxe_seed001:
+        c = rxe_seed001.get("config", {})
+        w(f"| here, over rxe (VM: `nvmf_tgt` with a null bdev, `-t {c.get('time_s', '?')}`) | "
+          f"{k(rxe_seed001.get('iops'))} | {rxe_seed001.get('mibps', 0):,.0f} |")
+    w("")
+    if rxe_seed001:
+        src = meta["rxe_seed001"]
+        w(f"The rxe row comes from the VM scenario `perf_rxe` (`tests/vm/scenarios/perf_rxe.sh`, "
+          f"its step `seed001`), run by hand in the VM (`tests/vm/vm-run.sh perf_rxe`): its "
+          f"`--json`, `{src['path']}` of {src['mtime']}, passed to this script as "
+          "`SEED_TABLE_RXE_SEED001`. It is soft-RoCE between two processes of one guest, not "
+          "the seed's hardware.")
+    else:
+        w("Over rxe the same run is the step `seed001` of the VM scenario `perf_rxe` "
+          "(`tests/vm/scenarios/perf_rxe.sh`: `nvmf_tgt` with a null bdev, `nvmf_perf -c 1 -P "
+          "12 -q 96 -w read -o 4096`, one line `seed001: iops=... mibps=...`); it runs only in "
+          "the VM (`tests/vm/vm-run.sh perf_rxe`), which this document's run did not have. Its "
+          "`logs/seed001.json`, passed as `SEED_TABLE_RXE_SEED001`, adds the row.")
+    w("")
+    w("The comparison is one of shape, not of speed: the seed measured the kernel's block "
+      "layer over null_blk on 12 CPUs, with no fabric; here every I/O crosses the NVMe-oF host, "
+      "the simulated RDMA fabric (or soft-RoCE) and the target, on one host core.")
+
+# ---- noise
+null_cells = []  # 0/100: every policy does the same work
+for profile in paired:
+    for p in pols(profile)[1:]:
         if failed_binds(profile, p):
             continue
-        for k in ALL:
-            vs = [r["json"]["iops"] for r in runs.get((profile, p, k), []) if r["json"]]
-            if len(vs) > 1 and min(vs) > 0 and not troubled(profile, p, k):
-                diffs.append((max(vs) / min(vs) - 1) * 100)
-flat = {}
-for profile in profiles:
-    vs = [val(profile, p, "r0", "iops") for p in POLICIES
-          if not failed_binds(profile, p) and not troubled(profile, p, "r0")]
-    vs = [v for v in vs if v]
-    if len(vs) > 1:
-        flat[profile] = (max(vs) / min(vs) - 1) * 100
-
-slow_fast = []  # (others' share in the slower pass, in the faster one), cells run twice or more
-for (profile, p, k), rs in runs.items():
+        cmp = compare(profile, p, "r0")
+        if cmp and cmp[0] is not None:
+            null_cells.append((profile, p, cmp))
+shares = [r["others"] for rs in runs.values() for r in rs if r["others"] is not None]
+slow_fast = []  # (others' share in the slowest round, in the fastest), cells run twice or more
+for (profile, p, wl), rs in runs.items():
     rs = [r for r in rs if r["json"] and r["others"] is not None]
-    if len(rs) > 1 and not failed_binds(profile, p) and not troubled(profile, p, k):
+    if wl in ALL and len(rs) > 1 and not failed_binds(profile, p) and not troubled(profile, p, wl):
         rs.sort(key=lambda r: r["json"]["iops"])
         slow_fast.append((rs[0]["others"], rs[-1]["others"]))
-shares = [r["others"] for rs in runs.values() for r in rs if r["others"] is not None]
+spreads = []
+for (profile, p, wl), rs in runs.items():
+    vs = [r["json"]["iops"] for r in rs if r["json"]]
+    if wl in ALL and len(vs) > 1 and min(vs) > 0 and not troubled(profile, p, wl):
+        spreads.append((max(vs) / min(vs) - 1) * 100)
 
-def vs_global(profile, p, k, key="iops", sub=None):
-    if troubled(profile, p, k) or troubled(profile, "global", k):
-        return "n/a (QP errors)"
-    return pct(ratio(val(profile, p, k, key, sub), val(profile, "global", k, key, sub)))
+def vs_global(profile, p, wl, key="iops", sub=None):
+    return ccell(profile, p, wl, key, sub)
 
 w("")
 w("## What the differences mean")
 w("")
 w("**Noise.** "
-  + (f"Run twice ({', '.join('`' + p + '`' for p in repeated)}), the same cell's IOPS "
-     f"differed by {statistics.median(diffs):.1f}% in the median cell and by up to "
-     f"{max(diffs):.1f}%. " if diffs else "")
-  + ("In 0/100, where all policies do the same work, the policies' IOPS spread over "
-     + ", ".join(f"{v:.1f}% (`{p}`)" for p, v in flat.items()) + ". " if flat else "")
+  + (f"Within a cell the rounds' IOPS differed by {statistics.median(spreads):.1f}% (max / min) "
+     f"in the median cell and by up to {max(spreads):.1f}%. " if spreads else "")
+  + ("In 0/100 every policy does the same work (the writes go in the capsule, no window is "
+     "bound), so its ratios against `global` are the noise itself: "
+     + ", ".join(f"`{p}` on `{prof}` {ccell(prof, p, 'r0')}" for prof, p, _ in null_cells)
+     + f"; the rule called {sum(1 for _, _, c in null_cells if c[2])} of {len(null_cells)} of "
+     "them a difference. " if null_cells else "")
   + "The two cores are shared with other jobs, and a host or target thread that loses its "
   "core for a while stalls the whole pipeline"
   + (f": other work (other processes, and time the hypervisor stole) took "
      f"{statistics.median(shares) * 100:.0f}% of the machine's CPU time in the median run and "
      f"up to {max(shares) * 100:.0f}% (`/proc/stat` around each run, less the run's own CPU "
      "time)" if shares else "")
-  + (f"; in the cells run twice, the slower pass had {statistics.fmean(x for x, _ in slow_fast) * 100:.0f}% "
-     f"of the machine taken on average, the faster {statistics.fmean(y for _, y in slow_fast) * 100:.0f}%"
+  + (f"; in the cells run more than once, the slowest round had {statistics.fmean(x for x, _ in slow_fast) * 100:.0f}% "
+     f"of the machine taken on average, the fastest {statistics.fmean(y for _, y in slow_fast) * 100:.0f}%"
      if slow_fast else "")
-  + ". The best-of-passes figures remove the worst of it; differences between policies "
-  "smaller than the 0/100 spread are still noise.")
+  + ". Interleaving puts that noise on every policy alike, and the medians keep one bad round "
+  "from moving a cell; what the rule does not call a difference is not one. The counts above "
+  "carry no such noise.")
 w("")
-m = "mlx5-2017"
 if m in profiles:
-    binds = sum(total(m, "unsafe", k, "mw_bind_errors") or 0 for k in ALL)
-    recon = sum(total(m, "unsafe", k, "reconnects") or 0 for k in ALL)
-    terr = sum(r["target_error_lines"] for k in ALL for r in runs.get((m, "unsafe", k), []))
+    binds = sum(total(m, "unsafe", x, "mw_bind_errors") or 0 for x in ALL)
+    recon = sum(total(m, "unsafe", x, "reconnects") or 0 for x in ALL)
+    terr = sum(r["target_error_lines"] for x in ALL for r in runs.get((m, "unsafe", x), []))
     w(f"**`unsafe` fails under `mlx5-2017`**: {binds} MW bind errors and {recon} reconnects over "
       f"its runs, {terr} target-side error lines in their logs, 100/0 at "
-      f"{n(val(m, 'unsafe', 'r100', 'iops'))} IOPS against {n(val(m, 'global', 'r100', 'iops'))} "
+      f"{n(med(m, 'unsafe', 'r100', 'iops'))} IOPS against {n(med(m, 'global', 'r100', 'iops'))} "
       "for `global`. It is the 2017 host. The response arrives without remote invalidation, so "
       "the host posts an unsignaled LOCAL_INV and puts the window back on the free list at "
       "once. The free list is LIFO, so the next I/O binds the same window right behind that "
@@ -581,7 +956,7 @@ if m in profiles:
       "so each new QP fails again within its first I/Os, and the run spends its time waiting "
       "for reconnects: its IOPS measure nothing. The resent I/Os all complete and verify, so "
       "the race costs availability here, not data. The 0/100 run of `unsafe` is clean: it "
-      "binds no window.")
+      "binds no window. `mlx5-2017-rare` above shows the same host when the race is rare.")
     w("")
 if "rxe" in profiles:
     w("**`unsafe` does not fail under `rxe`**. With remote invalidation on, the target ends "
@@ -589,8 +964,9 @@ if "rxe" in profiles:
       "receive completion is delivered, and no policy posts a LOCAL_INV at all. rxe also "
       "executes memory operations in order with no lag. The race needs a host-side "
       "invalidation that is still landing. So under `rxe`, `unsafe`, `sagi`, `max` and "
-      "`deferred` do the same work: one bind per read, with the extra machinery of the last "
-      "three idle. Their differences to `global` are the cost of that bind (100/0 IOPS: "
+      "`deferred` do the same work: one bind per read (see the counts above), with the extra "
+      "machinery of the last three idle. Their differences to `global` are the cost of that "
+      "bind (100/0 IOPS: "
       + ", ".join(f"`{p}` {vs_global('rxe', p, 'r100')}" for p in POLICIES[1:])
       + "; QD8 latency: "
       + ", ".join(f"`{p}` {vs_global('rxe', p, 'qd8', 'lat_us', 'avg')}" for p in POLICIES[1:])
@@ -598,7 +974,7 @@ if "rxe" in profiles:
     w("")
 f = "mlx5-fenced"
 if f in profiles:
-    fb = {p: sum(total(f, p, k, "mw_bind_errors") or 0 for k in ALL) for p in ["unsafe", "sagi"]}
+    fb = {p: sum(total(f, p, x, "mw_bind_errors") or 0 for x in ALL) for p in ["unsafe", "sagi"]}
     w(f"**The seed's Max and Both** (`unsafe` and `sagi` under `mlx5-fenced`): "
       + ("no MW bind error in any run. " if not any(fb.values()) else
          f"**{fb['unsafe']} and {fb['sagi']} MW bind errors**. ")
@@ -622,9 +998,9 @@ if m in profiles:
       f"70/30 {vs_global(m, 'sagi', 'r70')}, QD8 latency {vs_global(m, 'sagi', 'qd8', 'lat_us', 'avg')}; "
       "the seed: -8.3%, -5.4%, +20%) posts its LOCAL_INV signaled for every I/O the target "
       "did not invalidate (here every read), and completes the I/O only when that completion "
-      "arrives: one more work request and one more CQE per read, and the I/O's completion "
-      "waits for the LOCAL_INV to get through the send queue. It is the only policy that "
-      "guarantees the buffer is invalid before the application gets it back. What the sim "
+      "arrives: one more work request and one more CQE per read (counted above), and the I/O's "
+      "completion waits for the LOCAL_INV to get through the send queue. It is the only policy "
+      "that guarantees the buffer is invalid before the application gets it back. What the sim "
       "cannot show is what that completion cost the 2017 kernel: its host took completions "
       "from an interrupt, in softirq context (`ib_alloc_cq(..., IB_POLL_SOFTIRQ)` in the "
       "4.10-era `rdma.c`), and a signaled LOCAL_INV adds a HCA round trip and a completion "
@@ -640,16 +1016,17 @@ if m in profiles:
       f"on the send queue has completed and taken effect, the {LAG}-step lag included. The "
       "free list is LIFO (`key_policy.h`: \"the one freed last first\"), so the next read "
       "nearly always gets the window whose LOCAL_INV was just posted, and nearly every bind "
-      "is fenced: the send queue drains before each read's bind, and the host core waits "
-      f"through the {LAG} lag steps. `max` is not the seed's Max: that was the driver's strong "
-      "fence on every registration (`unsafe` on `mlx5-fenced`, above), while `max` asks for "
-      "`IBV_SEND_FENCE` on the bind that reuses a window, the only fence userspace verbs can "
-      "ask for; the seed's figures above are no measure of it. A pool that reused the least "
-      "recently invalidated window, whose LOCAL_INV has long landed, should rarely wait (not "
-      "measured). The target can still reach the buffer between the I/O's completion and the "
-      "moment the LOCAL_INV lands. The sim's `mlx5-2017` assumes that `IBV_SEND_FENCE` orders "
-      "key updates; where it is only the IBTA fence (`SimOpts::send_fence = reads`, "
-      "`nvmf_perf --sim-send-fence reads`), `max` fails with status 6 like `unsafe` (tests "
+      "is fenced (the counts above): the send queue drains before each read's bind, and the "
+      f"host core waits through the {LAG} lag steps. `max` is not the seed's Max: that was the "
+      "driver's strong fence on every registration (`unsafe` on `mlx5-fenced`, above), while "
+      "`max` asks for `IBV_SEND_FENCE` on the bind that reuses a window, the only fence "
+      "userspace verbs can ask for; the seed's figures above are no measure of it. A pool "
+      "that reused the least recently invalidated window, whose LOCAL_INV has long landed, "
+      "should rarely wait (not measured). The target can still reach the buffer between the "
+      "I/O's completion and the moment the LOCAL_INV lands. The sim's `mlx5-2017` assumes that "
+      "`IBV_SEND_FENCE` orders key updates; where it is only the IBTA fence "
+      "(`SimOpts::send_fence = reads`, `nvmf_perf --sim-send-fence reads`), `max` fails with "
+      "status 6 like `unsafe` (tests "
       "`KeyPolicySim.MaxIsSafeUnderMlx5_2017OnlyWhereTheFenceOrdersKeyUpdates`, "
       "`Policies/HostMemregTest.DataSurvivesEveryPolicyAndProfile/mlx5_2017_local_fence_reads_max`). "
       "Whether real mlx5 hardware orders key updates for it is not documented.")
@@ -668,22 +1045,22 @@ w("**`global`** is the baseline: the registered region's own rkey, with no bind 
   "as long as the registration lives.")
 w("")
 # Queue pairs of the race-free policies that failed anyway (not with a bind error).
-trouble = [(p, pol, k) for (p, pol, k) in runs if safe(p, pol) and troubled(p, pol, k)]
+trouble = [(p, pol, x) for (p, pol, x) in runs if x in ALL and safe(p, pol) and troubled(p, pol, x)]
 overruns = sum(r["overruns"] for key in trouble for r in runs[key])
 if "adversarial" in profiles:
     a = "adversarial"
     others = [p for p in SAFE if failed_binds(a, p)]
     w(f"**`adversarial`** applies the mlx5-2017 rules with random lags and interleavings. "
-      f"`unsafe` had {sum(total(a, 'unsafe', k, 'mw_bind_errors') or 0 for k in ALL)} MW bind "
+      f"`unsafe` had {sum(total(a, 'unsafe', x, 'mw_bind_errors') or 0 for x in ALL)} MW bind "
       "errors there; " + ("the other policies had none" if not others else
                           "**" + ", ".join(others) + " had some too**")
-      + ". QD8 latency against `global`: "
+      + ". QD8 latency against `global` (one run each, no difference called): "
       + ", ".join(f"`{p}` {vs_global(a, p, 'qd8', 'lat_us', 'avg')}" for p in ["sagi", "max", "deferred"])
       + "; 100/0 IOPS: " + ", ".join(f"`{p}` {vs_global(a, p, 'r100')}" for p in ["sagi", "max", "deferred"])
       + ".")
     w("")
 if trouble:
-    where = ", ".join(f"`{p}`/`{pol}`/{dict(WORKLOADS + [('qd8', 'QD8')])[k]}" for p, pol, k in trouble)
+    where = ", ".join(f"`{p}`/`{pol}`/{NAMES[x]}" for p, pol, x in trouble)
     w(f"**Queue pairs failed without a bind error** in {len(trouble)} cells ({where}): "
       "their IOPS are mostly reconnect delay, and their ratios are left out. "
       + (f"The logs name the cause {overruns} times: the target reports that the host "
@@ -691,25 +1068,25 @@ if trouble:
          "its response SEND's completion comes back. The host may already have that response "
          "and send the next command into the slot, and nothing orders a send completion before "
          "a later receive completion; the adversarial profile delays completions, so the new "
-         "command can arrive first. With 8 x 32 = 256 commands outstanding on a queue of 257 "
-         "slots, one slot is all the slack there is. This is a target flow-control bug "
+         "command can arrive first. This is a target flow-control problem "
          "(`src/transport_rdma/target_transport.cpp`, `handle_recv`), not a memory-registration "
-         "one: it hits `global` too, and only the runs that keep the queue full (never QD8). "
-         "The Linux target (nvmet-rdma) takes a spare response in that case instead of "
-         "disconnecting." if overruns else "The logs do not say why."))
+         "one: it hits `global` too." if overruns else "The logs do not say why."))
     w("")
 w("### What is and is not comparable with the seed")
 w("")
-safe_binds = sum(total(p, pol, k, "mw_bind_errors") or 0 for (p, pol, k) in runs if safe(p, pol))
-race = sum(total("mlx5-2017", "unsafe", k, "mw_bind_errors") or 0 for k in READS) if m in profiles else 0
+safe_binds = sum(total(p, pol, x, "mw_bind_errors") or 0 for (p, pol, x) in runs
+                 if x in ALL and safe(p, pol))
+race = sum(total("mlx5-2017", "unsafe", x, "mw_bind_errors") or 0 for x in READS) if m in profiles else 0
 w("- Which host fails matches the seed"
   + (": the unpatched host (`unsafe`) hits status 6 and reconnects under `mlx5-2017`"
      if race else ": **no, `unsafe` did not fail here**")
   + (", and neither fix (Sagi's in the host, Max's in the driver: `unsafe` on `mlx5-fenced`), "
      "nor `max`, `deferred` or `global`, had a bind error in any run."
      if not safe_binds else f", but **the fixed configurations had {safe_binds} bind errors**.")
-  + " The seed still saw errors with Sagi's patch at 50 Gb/s; the sim has no counterpart for "
-  "that, since the only hazard it models is the one described above.")
+  + " With the race rare (`mlx5-2017-rare`) the unpatched host runs at full speed between its "
+  "reconnects, as in the seed. The seed still saw errors with Sagi's patch at 50 Gb/s; the "
+  "sim has no counterpart for that, since the only hazard it models is the one described "
+  "above.")
 w("- The seed ran a kernel host on real ConnectX-4s and SSDs. Ours is a userspace host driving "
   "a simulated HCA in the same process, with RAM namespaces. The seed's 100/0 and 0/100 "
   "baselines are both about 667 K IOPS, i.e. 2.7 GB/s or 21.9 Gb/s of payload, close to the "
@@ -717,7 +1094,7 @@ w("- The seed ran a kernel host on real ConnectX-4s and SSDs. Ours is a userspac
   "CPU cost showed only where it pushed the read path below line rate. Here there is no link "
   "and no disk: one host core runs the host stack and the sim's host half, so every per-I/O "
   "cost shows in full in IOPS. Percentages can be compared in direction and rough size, not "
-  "digit by digit.")
+  "digit by digit; the counts per I/O compare the work exactly.")
 w("- The sim executes work requests in software. An extra CQE costs sim and polling work on "
   "the host core instead of PCIe and HCA time, and a fence stalls for sim steps, not for "
   "nanoseconds. Absolute latencies (tens of us here, 160 us in the seed, most of it the SSD) "
@@ -741,15 +1118,18 @@ w("## Acceptance")
 w("")
 w("Conditions: no run of `global`, `sagi`, `max` or `deferred`, nor of `unsafe` under "
   "`mlx5-fenced` (the seed's Max), has I/O errors, MW bind errors or verify failures; every "
-  "`unsafe` run under `mlx5-2017` that reads (100/0, 70/30, QD8) "
-  "has MW bind errors and reconnects; no run has verify failures; every run finished and "
-  "wrote its JSON.")
+  "`unsafe` run under `mlx5-2017` that reads (100/0, 70/30, QD8) has MW bind errors and "
+  "reconnects; no run has verify failures; every run finished and wrote its JSON with the "
+  "per-I/O counts; every paired cell has its rounds; the rare `unsafe` run has status-6 "
+  "errors, reconnects, the seed's three log lines, no I/O error and seconds without a "
+  "reconnect, the rare `global` run no error, bind error or reconnect; every seed-001 run "
+  "ran 12 queue pairs of depth 8 with no error; every callgrind run wrote its figures.")
 w("")
 if failures:
     w("**FAILED:**")
     w("")
-    for f in failures:
-        w(f"- {f}")
+    for x in failures:
+        w(f"- {x}")
 else:
     w("**All conditions hold.**")
 if notes:
@@ -760,10 +1140,10 @@ if notes:
         w(f"- {x}")
 w("")
 os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
-with open(out_path, "w") as f:
-    f.write("\n".join(L))
-for f in failures:
-    print(f"seed-table: FAIL {f}", file=sys.stderr)
+with open(out_path, "w") as out_file:
+    out_file.write("\n".join(L))
+for x in failures:
+    print(f"seed-table: FAIL {x}", file=sys.stderr)
 for x in notes:
     print(f"seed-table: note {x}", file=sys.stderr)
 print(f"seed-table: wrote {out_path} ("
@@ -785,22 +1165,49 @@ if [[ "${1:-}" == --render ]]; then
 fi
 [[ $# -le 1 && "${1:-}" != -* ]] || usage
 build="${1:-build-release}"
+if [[ -n "${SEED_TABLE_REPEAT+set}${SEED_TABLE_REPEAT_PROFILES+set}" ]]; then
+  echo "seed-table: SEED_TABLE_REPEAT and SEED_TABLE_REPEAT_PROFILES are gone: cells run in" \
+    "interleaved rounds (SEED_TABLE_ROUNDS, SEED_TABLE_PAIRED_PROFILES)" >&2
+  exit 2
+fi
 if ((quick)); then
   out_is_doc && { echo "seed-table: --quick does not write $doc (set SEED_TABLE_OUT elsewhere)" >&2; exit 2; }
   seconds="${SEED_TABLE_SECONDS:-1}"
-  repeat="${SEED_TABLE_REPEAT:-0}"
+  rounds="${SEED_TABLE_ROUNDS:-2}"
+  rare_seconds="${SEED_TABLE_RARE_SECONDS:-3}"
+  race_one_in="${SEED_TABLE_RACE_ONE_IN:-50000}"  # a race or two in 3 s: the smoke checks the path
+  callgrind_ios="${SEED_TABLE_CALLGRIND_IOS:-2000}"
 else
-  seconds="${SEED_TABLE_SECONDS:-5}"
-  repeat="${SEED_TABLE_REPEAT:-1}"
+  seconds="${SEED_TABLE_SECONDS:-3}"
+  rounds="${SEED_TABLE_ROUNDS:-5}"
+  rare_seconds="${SEED_TABLE_RARE_SECONDS:-15}"
+  # One bind or LOCAL_INV in this many lags: at the sim's 100/0 rates (some 0.5..2 x 10^5
+  # reads a second on one host core) one to six races in 15 s, each costing the 1 s reconnect
+  # delay, and most seconds at full speed.
+  race_one_in="${SEED_TABLE_RACE_ONE_IN:-500000}"
+  callgrind_ios="${SEED_TABLE_CALLGRIND_IOS:-20000}"
 fi
-# Before hours of runs, not after: the commit the document names is the one it was made from.
+rxe_seed001="${SEED_TABLE_RXE_SEED001:-}"
+# Before many minutes of runs, not after: the commit the document names is the one it was
+# made from.
 dirty_start=$(git status --porcelain 2>/dev/null | wc -l)
 refuse_dirty "$dirty_start"
 profiles="${SEED_TABLE_PROFILES:-mlx5-2017 mlx5-fenced rxe adversarial}"
-repeat_profiles="${SEED_TABLE_REPEAT_PROFILES-mlx5-2017 mlx5-fenced rxe}"
-[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "SEED_TABLE_SECONDS: '$seconds' is not a whole number >= 1" >&2; exit 2; }
-[[ "$repeat" =~ ^[0-9]+$ ]] || { echo "SEED_TABLE_REPEAT: '$repeat' is not a whole number" >&2; exit 2; }
+paired_profiles="${SEED_TABLE_PAIRED_PROFILES-mlx5-2017 mlx5-fenced rxe}"
+whole() {  # whole NAME VALUE MIN: VALUE is a whole number >= MIN, or exit 2
+  [[ "$2" =~ ^[0-9]+$ ]] && (($2 >= $3)) || { echo "$1: '$2' is not a whole number >= $3" >&2; exit 2; }
+}
+whole SEED_TABLE_SECONDS "$seconds" 1
+whole SEED_TABLE_ROUNDS "$rounds" 1
+whole SEED_TABLE_RARE_SECONDS "$rare_seconds" 2
+whole SEED_TABLE_RACE_ONE_IN "$race_one_in" 1
+whole SEED_TABLE_CALLGRIND_IOS "$callgrind_ios" 0
 [[ -n "${profiles// }" ]] || { echo "SEED_TABLE_PROFILES is empty" >&2; exit 2; }
+if [[ -n "$rxe_seed001" ]]; then
+  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); j["iops"]; j["config"]["qpairs_per_worker"]' \
+    "$rxe_seed001" 2>/dev/null ||
+    { echo "SEED_TABLE_RXE_SEED001: '$rxe_seed001' is not the --json of a seed-001 run (perf_rxe's logs/seed001.json)" >&2; exit 2; }
+fi
 profile_args() {
   case "$1" in
     # The 2017 ConnectX-4: the target never invalidates remotely, so the host posts LOCAL_INV.
@@ -810,8 +1217,8 @@ profile_args() {
     adversarial) echo "--sim-profile adversarial --sim-remote-invalidate off" ;;
     # The 2017 ConnectX-4 with Max's driver fix: the strong fence on every bind.
     mlx5-fenced) echo "--sim-profile mlx5-fenced --sim-remote-invalidate off" ;;
-    # mlx5-2017 with the lag on one bind or LOCAL_INV in SimOpts::mkey_commit_slow_one_in.
-    mlx5-2017-rare) echo "--sim-profile mlx5-2017-rare --sim-remote-invalidate off" ;;
+    # mlx5-2017 with the lag on one bind or LOCAL_INV in --sim-race-one-in.
+    mlx5-2017-rare) echo "--sim-profile mlx5-2017-rare --sim-remote-invalidate off --sim-race-one-in $race_one_in" ;;
     *) return 1 ;;
   esac
 }
@@ -824,27 +1231,45 @@ profile_policies() {
     *) echo "global unsafe sagi max deferred" ;;
   esac
 }
+# The policies of a profile that fail the race at every chance: run once per workload, after
+# the first round (their IOPS measure reconnect delays, no round would tell more).
+profile_failing() {
+  case "$1" in
+    mlx5-2017 | adversarial) echo "unsafe" ;;
+    *) echo "" ;;
+  esac
+}
 for profile in $profiles; do
-  profile_args "$profile" >/dev/null ||
-    { echo "SEED_TABLE_PROFILES: '$profile' is not one of mlx5-2017, mlx5-fenced, rxe, adversarial, mlx5-2017-rare" >&2; exit 2; }
+  [[ "$profile" != mlx5-2017-rare ]] && profile_args "$profile" >/dev/null ||
+    { echo "SEED_TABLE_PROFILES: '$profile' is not one of mlx5-2017, mlx5-fenced, rxe, adversarial (mlx5-2017-rare runs on its own)" >&2; exit 2; }
 done
 workload_args() {
   case "$1" in
-    r100) echo "-w randread --ns-count 8 -c 1 -q 32" ;;
+    r100 | rare) echo "-w randread --ns-count 8 -c 1 -q 32" ;;
     r70) echo "-w randrw -M 70 --ns-count 8 -c 1 -q 32" ;;
     r0) echo "-w randwrite --ns-count 8 -c 1 -q 32" ;;
     qd8) echo "-w randread --ns-count 1 -c 1 -q 8" ;;
+    # The second seed: 12 queue pairs of depth 8 (one worker: see the document), sequential.
+    seed001) echo "-w read --ns-count 1 -c 1 -P 12 -q 96 --sim-bdev null" ;;
   esac
 }
 workloads=(r100 r70 r0 qd8)
 
 perf="$build/tools/nvmf_perf"
-if [[ ! -x "$perf" ]]; then
-  echo "seed-table: building $perf" >&2
+bench="$build/tests/bench/host_stack_bench"
+if [[ ! -x "$perf" ]] || { ((callgrind_ios)) && [[ ! -x "$bench" ]]; }; then
+  echo "seed-table: building nvmf_perf and host_stack_bench in $build" >&2
   if [[ ! -f "$build/build.ninja" ]]; then
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2 || exit 2
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVMF_BUILD_BENCH=ON >&2 || exit 2
   fi
-  ninja -C "$build" -j2 nvmf_perf >&2 || exit 2
+  targets=(nvmf_perf)
+  ((callgrind_ios)) && targets+=(host_stack_bench)
+  ninja -C "$build" -j2 "${targets[@]}" >&2 ||
+    { echo "seed-table: build failed (host_stack_bench needs -DNVMF_BUILD_BENCH=ON; SEED_TABLE_CALLGRIND_IOS=0 skips callgrind)" >&2; exit 2; }
+fi
+if ((callgrind_ios)) && ! command -v valgrind >/dev/null; then
+  echo "seed-table: callgrind needs valgrind (SEED_TABLE_CALLGRIND_IOS=0 skips it)" >&2
+  exit 2
 fi
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
 cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
@@ -858,16 +1283,23 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 : >"$work/runs.tsv"
+: >"$work/callgrind.tsv"
 
-# run PROFILE POLICY PASS WORKLOAD
+# run PROFILE POLICY ROUND WORKLOAD [SECONDS]
 n=0
 run() {
-  local profile="$1" policy="$2" pass="$3" workload="$4"
+  local profile="$1" policy="$2" round="$3" workload="$4" t="${5:-$seconds}"
   n=$((n + 1))
-  local -a wargs pargs
+  local -a wargs pargs data
   read -ra wargs <<<"$(workload_args "$workload")"
-  read -ra pargs <<<"$(profile_args "$profile")"
-  local -a cmd=("$perf" --sim "${wargs[@]}" -o 4096 -t "$seconds" --sim-bdev malloc --verify
+  if [[ "$workload" == seed001 ]]; then
+    pargs=()
+    data=()  # null namespaces: nothing stored, nothing to verify
+  else
+    read -ra pargs <<<"$(profile_args "$profile")"
+    data=(--sim-bdev malloc --verify)
+  fi
+  local -a cmd=("$perf" --sim "${wargs[@]}" -o 4096 -t "$t" "${data[@]}"
                 "${pargs[@]}" --memreg "$policy" --reconnect-delay-ms 1000 --seed 1
                 --json "$work/$n.json")
   local rc=0 start=$SECONDS
@@ -877,33 +1309,73 @@ run() {
   [[ -x /usr/bin/time ]] && timed=(/usr/bin/time -f '%e %U %S' -o "$work/$n.time")
   head -1 /proc/stat >"$work/$n.stat" 2>/dev/null || true
   # SIGTERM makes nvmf_perf stop, drain and report; SIGKILL if even that hangs.
-  "${timed[@]}" timeout -k 15 $((seconds + 90)) "${cmd[@]}" >"$work/$n.log" 2>&1 || rc=$?
+  "${timed[@]}" timeout -k 15 $((t + 90)) "${cmd[@]}" >"$work/$n.log" 2>&1 || rc=$?
   head -1 /proc/stat >>"$work/$n.stat" 2>/dev/null || true
   local shown="${cmd[*]}"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$profile" "$policy" "$pass" "$workload" "$rc" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$profile" "$policy" "$round" "$workload" "$rc" \
     $((SECONDS - start)) "$n" "${shown//$work\//\$TMP/}" >>"$work/runs.tsv"
-  printf 'seed-table: %3d  %-12s %-9s %-5s pass %s  exit %s\n' "$n" "$profile" "$policy" \
-    "$workload" "$pass" "$rc" >&2
+  printf 'seed-table: %3d  %-14s %-9s %-7s round %s  exit %s\n' "$n" "$profile" "$policy" \
+    "$workload" "$round" "$rc" >&2
 }
 
 date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$SECONDS
+paired_json="{}"
 for profile in $profiles; do
   read -ra policies <<<"$(profile_policies "$profile")"
+  failing=" $(profile_failing "$profile") "
+  profile_rounds=1
+  [[ " $paired_profiles " == *" $profile "* ]] && profile_rounds=$rounds
+  in_rounds=()
+  for policy in "${policies[@]}"; do [[ "$failing" == *" $policy "* ]] || in_rounds+=("$policy"); done
+  if ((profile_rounds > 1)); then
+    paired_json=$(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); d[sys.argv[2]] = sys.argv[3:]; print(json.dumps(d))' \
+      "$paired_json" "$profile" "${in_rounds[@]}")
+  fi
   for workload in "${workloads[@]}"; do
-    for policy in "${policies[@]}"; do run "$profile" "$policy" 1 "$workload"; done
-  done
-done
-for ((pass = 2; pass <= repeat + 1; pass++)); do
-  for profile in $profiles; do
-    [[ " $repeat_profiles " == *" $profile "* ]] || continue
-    read -ra policies <<<"$(profile_policies "$profile")"
-    for workload in "${workloads[@]}"; do
-      for ((i = ${#policies[@]} - 1; i >= 0; i--)); do run "$profile" "${policies[$i]}" "$pass" "$workload"; done
+    for ((round = 1; round <= profile_rounds; round++)); do
+      # Forward in odd rounds, backward in even ones: drift within a round favours no policy.
+      if ((round % 2)); then
+        for policy in "${in_rounds[@]}"; do run "$profile" "$policy" "$round" "$workload"; done
+      else
+        for ((i = ${#in_rounds[@]} - 1; i >= 0; i--)); do run "$profile" "${in_rounds[$i]}" "$round" "$workload"; done
+      fi
+      if ((round == 1)); then
+        for policy in "${policies[@]}"; do
+          [[ "$failing" != *" $policy "* ]] || run "$profile" "$policy" 1 "$workload"
+        done
+      fi
     done
   done
 done
+# The race, rare: the 2017 host and the baseline on mlx5-2017-rare.
+run mlx5-2017-rare global 1 rare "$rare_seconds"
+run mlx5-2017-rare unsafe 1 rare "$rare_seconds"
+# The second seed, in process: as many runs as a paired cell has rounds.
+for ((round = 1; round <= rounds; round++)); do run seed001 global "$round" seed001; done
+# Host-side instructions per I/O, one policy at a time (rxe, remote invalidation off: every
+# policy posts its full work and none fails).
+if ((callgrind_ios)); then
+  for policy in global unsafe sagi max deferred; do
+    for workload in r100 r70; do
+      read_percent=100
+      [[ "$workload" == r70 ]] && read_percent=70
+      name="cg-$policy-$workload.json"
+      rc=0
+      tools/bench/callgrind-per-io.sh --memreg "$policy" --sim-profile rxe --remote-invalidate off \
+        --read-percent "$read_percent" --queue-depth 32 --ios "$callgrind_ios" \
+        --json "$work/$name" "$build" >"$work/cg-$policy-$workload.log" 2>&1 || rc=$?
+      printf '%s\t%s\t%s\t%s\n' "$policy" "$workload" "$rc" "$name" >>"$work/callgrind.tsv"
+      printf 'seed-table:      callgrind %-9s %-5s exit %s\n' "$policy" "$workload" "$rc" >&2
+    done
+  done
+fi
+rxe_meta=""
+if [[ -n "$rxe_seed001" ]]; then
+  cp "$rxe_seed001" "$work/rxe-seed001.json"
+  rxe_meta="$(realpath "$rxe_seed001")"$'\t'"$(date -u -r "$rxe_seed001" '+%Y-%m-%d %H:%M UTC')"
+fi
 wall=$((SECONDS - t0))
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -919,17 +1391,25 @@ SEED_CXX="$({ [[ -n "$cxx" ]] && "$cxx" --version 2>/dev/null | head -1; } || ec
 SEED_BUILD="$build" SEED_BUILD_TYPE="${build_type:-unknown}" SEED_SECONDS="$seconds" \
 SEED_WALL="$wall" SEED_LOAD_START="$load_start" SEED_LOAD_END="$load_end" SEED_LAG="${lag:-unknown}" \
 SEED_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-SEED_DIRTY="$dirty" SEED_QUICK="$quick" \
+SEED_DIRTY="$dirty" SEED_QUICK="$quick" SEED_ROUNDS="$rounds" SEED_PAIRED="$paired_json" \
+SEED_RARE_SECONDS="$rare_seconds" SEED_RACE_ONE_IN="$race_one_in" SEED_CALLGRIND_IOS="$callgrind_ios" \
+SEED_RXE="$rxe_meta" \
 python3 - "$work/meta.json" <<'PY'
 import json, os, platform, sys
 e = os.environ
+paired = json.loads(e["SEED_PAIRED"])
+rxe = e["SEED_RXE"].split("\t") if e["SEED_RXE"] else None
 json.dump({"date": e["SEED_DATE"], "nproc": int(e["SEED_NPROC"]), "cpu": e["SEED_CPU"],
            "kernel": platform.release(), "build": e["SEED_BUILD"],
            "build_type": e["SEED_BUILD_TYPE"], "cxx": e["SEED_CXX"], "commit": e["SEED_COMMIT"],
            "dirty": e["SEED_DIRTY"].strip(), "seconds": int(e["SEED_SECONDS"]),
            "wall_s": int(e["SEED_WALL"]), "load_start": e["SEED_LOAD_START"],
            "load_end": e["SEED_LOAD_END"], "lag": e["SEED_LAG"],
-           "quick": e["SEED_QUICK"] == "1"},
+           "quick": e["SEED_QUICK"] == "1", "rounds": int(e["SEED_ROUNDS"]),
+           "paired_profiles": list(paired), "paired_policies": paired,
+           "rare_seconds": int(e["SEED_RARE_SECONDS"]), "race_one_in": int(e["SEED_RACE_ONE_IN"]),
+           "callgrind_ios": int(e["SEED_CALLGRIND_IOS"]),
+           "rxe_seed001": {"path": rxe[0], "mtime": rxe[1]} if rxe else None},
           open(sys.argv[1], "w"), indent=1)
 PY
 
@@ -937,4 +1417,5 @@ status=0
 # Something changed the tree during the runs: the results stay in SEED_TABLE_KEEP, if set.
 refuse_dirty "$dirty"
 render "$work" || status=$?
+echo "seed-table: $wall s of runs" >&2
 exit "$status"

@@ -1,8 +1,10 @@
 // nvmf_perf: an NVMe-over-Fabrics RDMA and local NVMe PCIe load generator, like spdk_nvme_perf.
 //
 //   nvmf_perf (-r TRID | --sim) -w read|write|randread|randwrite|rw|randrw [-M READ_PERCENT]
-//             [-q DEPTH] [-o BYTES] [-t SECONDS] [-c WORKERS] [--ns-count N] [--verify]
-//             [--memreg POLICY] [--json FILE] [--sim-bdev null|malloc|nvme] [--sim-profile P]
+//             [-q DEPTH] [-o BYTES] [-t SECONDS] [-c WORKERS] [-P QPAIRS_PER_WORKER]
+//             [--ns-count N] [--verify]
+//             [--memreg POLICY | --memreg-switch-every SECONDS [--memreg-switch-policies A,B,..]]
+//             [--json FILE] [--sim-bdev null|malloc|nvme] [--sim-profile P]
 //             [--sim-remote-invalidate on|off] [--sim-send-fence profile|reads|key-updates]
 //             [--sim-race-one-in N (mlx5-2017-rare)] [--sim-bdev-size-mib MIB] ...
 //
@@ -10,8 +12,10 @@
 // 'trtype:PCIe traddr:0000:01:00.0' (a local controller bound to vfio-pci, through the
 // userspace driver; hugepages from scripts/setup.sh), or 'trtype:PCIe traddr:model' (the
 // in-process NVMe controller model: --ns-count namespaces of --sim-bdev-size-mib, 64 MiB).
-// Besides IOPS, MiB/s and latency it reports the process CPU time per I/O, and on the PCIe
-// path the bytes copied through bounce buffers (0: every buffer is DMA memory).
+// Besides IOPS, MiB/s and latency it reports the process CPU time per I/O, on the RDMA path
+// the work per I/O (WRs by opcode, signaled and fenced ones, doorbells, CQEs; with --sim the
+// simulated HCAs' work steps), and on the PCIe path the bytes copied through bounce buffers
+// (0: every buffer is DMA memory).
 //
 // Exit status: 0 no I/O errors and no verify failures, 1 otherwise (or the target / device
 // could not be reached), 2 bad usage.

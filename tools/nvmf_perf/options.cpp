@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <vector>
@@ -133,10 +134,12 @@ std::string check_target(const Options& options, Settings* s) {
   std::string reason = parse_pcie_trid(options.trid, &s->pcie, &s->pci_address);
   if (!reason.empty() || !s->pcie) return reason;
   // Options of the fabric's host library mean nothing to a local controller.
-  const char* fabric_only = options.memreg_given              ? "--memreg"
-                            : options.reconnect_delay_given   ? "--reconnect-delay-ms"
-                            : options.ctrl_loss_timeout_given ? "--ctrl-loss-timeout-ms"
-                                                              : nullptr;
+  const char* fabric_only = options.memreg_given                ? "--memreg"
+                            : options.reconnect_delay_given     ? "--reconnect-delay-ms"
+                            : options.ctrl_loss_timeout_given   ? "--ctrl-loss-timeout-ms"
+                            : options.qpairs_per_worker_given   ? "-P"
+                            : options.memreg_switch_every_given ? "--memreg-switch-every"
+                                                                : nullptr;
   if (fabric_only != nullptr) {
     return std::string(fabric_only) + " applies to RDMA targets, not to trtype PCIe";
   }
@@ -184,6 +187,14 @@ std::string check_shape(const Options& options, Settings* s) {
            std::to_string(kCoresMax);
   }
   s->cores = options.cores;
+  const uint32_t qpairs_max = kIoQpairsMax / s->cores;
+  if (options.qpairs_per_worker < 1 || options.qpairs_per_worker > qpairs_max) {
+    return "-P: " + std::to_string(options.qpairs_per_worker) + " is not within 1.." +
+           std::to_string(qpairs_max) + " (-c " + std::to_string(s->cores) +
+           " workers x -P queue pairs: at most " + std::to_string(kIoQpairsMax) +
+           " I/O queues on one controller)";
+  }
+  s->qpairs_per_worker = options.qpairs_per_worker;
   if (options.ns_count_given && (options.ns_count < 1 || options.ns_count > kNamespacesMax)) {
     return "--ns-count: " + std::to_string(options.ns_count) + " is not within 1.." +
            std::to_string(kNamespacesMax);
@@ -289,11 +300,80 @@ std::string check_sim(const Options& options, Settings* s) {
   return "";
 }
 
+// --memreg-switch-policies "a,b,c": each a policy name, at least two, none right after itself
+// (the last is followed by the first). "" or the reason.
+std::string parse_memreg_cycle(const std::string& text, std::vector<std::string>* cycle) {
+  const std::string option = "--memreg-switch-policies '" + text + "': ";
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string name = text.substr(begin, comma - begin);
+    if (name.empty()) return option + "an empty policy name (give names separated by commas)";
+    if (!is_one_of(name, kMemregNames)) {
+      return option + "'" + name + "' is not one of " + join(kMemregNames);
+    }
+    cycle->push_back(name);
+    if (comma == text.size()) break;
+    begin = comma + 1;
+  }
+  if (cycle->size() < 2) return option + "give two policies or more (one never switches)";
+  for (size_t i = 0; i < cycle->size(); ++i) {
+    const std::string& next = (*cycle)[(i + 1) % cycle->size()];
+    if ((*cycle)[i] == next) {
+      return option + next +
+             " follows itself (the cycle starts again after the last): a switch "
+             "to the policy in use does nothing";
+    }
+  }
+  return "";
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+std::string check_memreg_switch(const Options& options, Settings* s) {
+  if (!options.memreg_switch_every_given) {
+    if (options.memreg_switch_policies_given) {
+      return "--memreg-switch-policies needs --memreg-switch-every SECONDS";
+    }
+    return "";
+  }
+  const double every_s = options.memreg_switch_every_s;
+  if (!std::isfinite(every_s) || every_s <= 0) {
+    return "--memreg-switch-every: " + seconds_text(every_s) +
+           " is not a positive number of seconds (e.g. 0.2)";
+  }
+  if (every_s >= s->time_s) {
+    return "--memreg-switch-every " + seconds_text(every_s) + " never switches in a run of -t " +
+           std::to_string(s->time_s) + " s: give less than -t";
+  }
+  if (options.memreg_given) {
+    return "--memreg and --memreg-switch-every exclude each other: the run starts with the "
+           "first policy of --memreg-switch-policies (default global,sagi,max,deferred)";
+  }
+  s->memreg_switch_every_s = every_s;
+  s->memreg_switch_policies.clear();
+  if (options.memreg_switch_policies_given) {
+    std::string reason =
+        parse_memreg_cycle(options.memreg_switch_policies, &s->memreg_switch_policies);
+    if (!reason.empty()) return reason;
+  } else {
+    s->memreg_switch_policies.assign(std::begin(kMemregSwitchCycleDefault),
+                                     std::end(kMemregSwitchCycleDefault));
+  }
+  s->memreg = s->memreg_switch_policies.front();
+  return "";
+}
+
 std::string check_rest(const Options& options, Settings* s) {
   if (!is_one_of(options.memreg, kMemregNames)) {
     return "--memreg: '" + options.memreg + "' is not one of " + join(kMemregNames);
   }
   s->memreg = options.memreg;
+  if (std::string reason = check_memreg_switch(options, s); !reason.empty()) return reason;
   static constexpr const char* kLogLevels[] = {"error", "warn", "notice", "info", "debug"};
   if (!is_one_of(options.log_level, kLogLevels)) {
     return "--log-level: '" + options.log_level + "' is not one of " + join(kLogLevels);
@@ -331,22 +411,32 @@ std::string check_options(const Options& options, Settings* settings) {
 }
 
 std::string io_queue_entries(const Settings& settings, uint32_t ns_count, uint32_t* entries) {
-  const uint64_t needed = io_queue_entries_needed(settings.queue_depth, ns_count);
+  const uint32_t qpairs = settings.qpairs_per_worker;
+  const uint64_t commands = uint64_t{settings.queue_depth} * ns_count;
+  const std::string shape = "-q " + std::to_string(settings.queue_depth) + " x " +
+                            std::to_string(ns_count) + " namespaces";
+  if (commands < qpairs) {
+    return "-P " + std::to_string(qpairs) + ": " + shape + " gives a worker " +
+           std::to_string(commands) + " I/Os, fewer than its queue pairs (each needs one at " +
+           "least): raise -q or lower -P";
+  }
+  const uint64_t needed = io_queue_entries_needed(settings.queue_depth, ns_count, qpairs);
+  // Who shares a queue, for the messages.
+  const std::string sharing = qpairs == 1 ? " (all namespaces share a worker's queue)"
+                                          : " over -P " + std::to_string(qpairs) +
+                                                " queue pairs (all namespaces share them)";
   if (settings.io_queue_size != 0) {
     if (settings.io_queue_size < needed) {
-      return "--io-queue-size: " + std::to_string(settings.io_queue_size) + " entries cannot hold -q " +
-             std::to_string(settings.queue_depth) + " x " + std::to_string(ns_count) +
-             " namespaces (all namespaces share a worker's queue): needs " +
-             std::to_string(needed);
+      return "--io-queue-size: " + std::to_string(settings.io_queue_size) +
+             " entries cannot hold " + shape + sharing + ": needs " + std::to_string(needed);
     }
     *entries = settings.io_queue_size;
     return "";
   }
   if (needed > kQueueEntriesMax) {
-    return "-q " + std::to_string(settings.queue_depth) + " x " + std::to_string(ns_count) +
-           " namespaces needs " + std::to_string(needed) +
-           " entries per I/O queue (all namespaces share a worker's queue); at most " +
-           std::to_string(kQueueEntriesMax) + ": lower -q or --ns-count";
+    return shape + sharing + " needs " + std::to_string(needed) +
+           " entries per I/O queue; at most " + std::to_string(kQueueEntriesMax) +
+           ": lower -q or --ns-count";
   }
   *entries = static_cast<uint32_t>(std::max<uint64_t>(needed, kIoQueueSizeDefault));
   return "";
@@ -375,6 +465,10 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   app.add_option("-t,--time", o.time_s, "seconds to run (10)");
   app.add_option("-c,--cores", o.cores,
                  "host worker threads, each with its own I/O queue (1)");
+  auto* qpairs = app.add_option(
+      "-P,--qpairs-per-worker", o.qpairs_per_worker,
+      "RDMA: I/O queue pairs per worker, like spdk_nvme_perf's -P (1); the worker's -q I/Os "
+      "per namespace are dealt to them in turn and stay there (-q 96 -P 12: 8 on each)");
   auto* ns_count = app.add_option("--ns-count", o.ns_count,
                                   "namespaces: with --sim or traddr:model how many to create "
                                   "(1), otherwise the first N active ones (all)");
@@ -402,6 +496,15 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
       "LOCAL_INV in N lags, seeded by --seed (1000000; 1 = every one, as mlx5-2017)");
   auto* memreg = app.add_option("--memreg", o.memreg,
                                 "RDMA: global (default), unsafe, sagi, max, deferred");
+  auto* switch_every = app.add_option(
+      "--memreg-switch-every", o.memreg_switch_every_s,
+      "RDMA: every SECONDS (e.g. 0.2; less than -t) each worker switches its queue pairs to the "
+      "next memreg policy of --memreg-switch-policies, under load: each queue pair drains, "
+      "switches and resumes, without a reconnect (excludes --memreg)");
+  auto* switch_policies = app.add_option(
+      "--memreg-switch-policies", o.memreg_switch_policies,
+      "with --memreg-switch-every: the cycle, comma-separated (global,sagi,max,deferred: the "
+      "safe ones; unsafe only if named); the run starts with the first");
   app.add_flag("--verify", o.verify, "write patterns and check every read");
   app.add_option("--json", o.json_path,
                  "write the results to FILE as JSON (with cpu_us_per_io, and bytes_copied on "
@@ -428,7 +531,10 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   }
   o.read_percent_given = read_percent->count() > 0;
   o.ns_count_given = ns_count->count() > 0;
+  o.qpairs_per_worker_given = qpairs->count() > 0;
   o.memreg_given = memreg->count() > 0;
+  o.memreg_switch_every_given = switch_every->count() > 0;
+  o.memreg_switch_policies_given = switch_policies->count() > 0;
   o.sim_send_fence_given = send_fence->count() > 0;
   o.sim_race_one_in_given = race_one_in->count() > 0;
   o.reconnect_delay_given = reconnect_delay->count() > 0;

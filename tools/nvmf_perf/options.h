@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace nvmf::perf {
 
@@ -27,6 +28,9 @@ enum class SimBdevKind : uint8_t { null, malloc, nvme };
 // Names the libraries accept (memreg_policy_parse, sim_profile_parse, send_fence_parse); the
 // run converts them with those functions, so a drift between the lists is caught at start-up.
 inline constexpr const char* kMemregNames[] = {"global", "unsafe", "sagi", "max", "deferred"};
+// --memreg-switch-every without --memreg-switch-policies: the policies that never let the
+// target reach a buffer after its I/O completed (not unsafe), in the table's order.
+inline constexpr const char* kMemregSwitchCycleDefault[] = {"global", "sagi", "max", "deferred"};
 inline constexpr const char* kSimProfileNames[] = {"rxe", "mlx5-2017", "mlx5-fenced",
                                                    "adversarial", "mlx5-2017-rare"};
 inline constexpr const char* kSimSendFenceNames[] = {"profile", "reads", "key-updates"};
@@ -43,9 +47,12 @@ inline constexpr uint64_t kSimMallocBytesDefault = uint64_t{64} << 20;
 inline constexpr uint32_t kQueueEntriesMax = 65535;  // ControllerOpts::io_queue_size is 16-bit
 // Default I/O queue size when the needed one is smaller (kernel and SPDK default).
 inline constexpr uint32_t kIoQueueSizeDefault = 128;
-// Worker threads at most: a controller has at most 127 I/O queues under SPDK's default limit,
-// and more threads than that on one controller only measure contention.
-inline constexpr uint32_t kCoresMax = 127;
+// I/O queue pairs at most, over all workers: a controller has at most 127 I/O queues under
+// SPDK's default limit (max_qpairs_per_ctrlr 128, the admin queue included).
+inline constexpr uint32_t kIoQpairsMax = 127;
+// Worker threads at most: one I/O queue pair each at least, and more threads than that on one
+// controller only measure contention.
+inline constexpr uint32_t kCoresMax = kIoQpairsMax;
 // Namespaces per subsystem at most (TargetOpts::max_namespaces_default range).
 inline constexpr uint32_t kNamespacesMax = 1024;
 
@@ -75,6 +82,8 @@ struct Options {
   bool read_percent_given = false;
   uint32_t time_s = 10;              // -t
   uint32_t cores = 1;                // -c
+  uint32_t qpairs_per_worker = 1;    // -P
+  bool qpairs_per_worker_given = false;
   uint32_t ns_count = 0;             // --ns-count; 0 = not given
   bool ns_count_given = false;
   std::string sim_bdev;              // --sim-bdev; empty = not given
@@ -87,6 +96,10 @@ struct Options {
   uint64_t sim_bdev_size_mib = 0;    // --sim-bdev-size-mib; 0 = not given
   std::string memreg = "global";     // --memreg
   bool memreg_given = false;
+  double memreg_switch_every_s = 0;  // --memreg-switch-every
+  bool memreg_switch_every_given = false;
+  std::string memreg_switch_policies;  // --memreg-switch-policies, as typed
+  bool memreg_switch_policies_given = false;
   bool verify = false;               // --verify
   std::string json_path;             // --json
   std::string log_level = "notice";  // --log-level
@@ -112,6 +125,13 @@ struct Settings {
   uint32_t io_size_bytes = 4096;
   uint32_t time_s = 10;
   uint32_t cores = 1;
+  // -P, spdk_nvme_perf's: I/O queue pairs per worker. The worker's tasks (-q per namespace)
+  // go to them in turn, task k to queue pair k mod P, and stay there: each queue pair holds
+  // its share at once (spdk_nvme_perf sends each I/O to the next queue pair instead, so a slow
+  // one collects more than its share). All namespaces share them, as they share the worker's
+  // one queue pair without -P. RDMA only.
+  uint32_t qpairs_per_worker = 1;
+  uint32_t io_qpairs() const noexcept { return cores * qpairs_per_worker; }  // every worker's
   uint32_t ns_count = 0;  // 0 = every active namespace (not sim, not the PCIe model)
   SimBdevKind sim_bdev = SimBdevKind::null;
   // Each sim namespace; with the PCIe model each model namespace (kSimMallocBytesDefault).
@@ -124,7 +144,11 @@ struct Settings {
   // mlx5-2017-rare: one BIND_MW / LOCAL_INV in this many lags (SimOpts::mkey_commit_slow_one_in);
   // 0 = the sim's default. Always 0 with the other profiles.
   uint32_t sim_race_one_in = 0;
-  std::string memreg = "global";  // RDMA only
+  std::string memreg = "global";  // RDMA only; with memreg switching the cycle's first
+  // --memreg-switch-every: every this many seconds each worker asks its queue pairs for the
+  // next policy of memreg_switch_policies (after the last, the first again); 0 = never.
+  double memreg_switch_every_s = 0;
+  std::vector<std::string> memreg_switch_policies;  // the cycle (names from kMemregNames)
   bool verify = false;
   std::string json_path;
   std::string log_level = "notice";
@@ -138,13 +162,21 @@ struct Settings {
 // reason that names the option (the tool prints it and exits 2).
 std::string check_options(const Options& options, Settings* settings);
 
-// Entries each worker's I/O queue needs: every namespace's -q commands share it, plus the one
-// slot an NVMe queue always leaves empty.
-constexpr uint64_t io_queue_entries_needed(uint32_t queue_depth, uint32_t ns_count) noexcept {
-  return uint64_t{queue_depth} * ns_count + 1;
+// Commands each of a worker's I/O queue pairs holds at most: every namespace's -q commands
+// share the worker's `qpairs` queue pairs, task k on queue pair k mod qpairs.
+constexpr uint64_t io_qpair_commands(uint32_t queue_depth, uint32_t ns_count,
+                                     uint32_t qpairs) noexcept {
+  return (uint64_t{queue_depth} * ns_count + qpairs - 1) / qpairs;
+}
+// Entries each I/O queue needs: its commands, plus the one slot an NVMe queue always leaves
+// empty.
+constexpr uint64_t io_queue_entries_needed(uint32_t queue_depth, uint32_t ns_count,
+                                           uint32_t qpairs = 1) noexcept {
+  return io_qpair_commands(queue_depth, ns_count, qpairs) + 1;
 }
 // The queue size to ask for with `ns_count` namespaces: --io-queue-size, or the needed size but
-// at least kIoQueueSizeDefault. "" or a reason (too large, or smaller than needed).
+// at least kIoQueueSizeDefault. "" or a reason (too large, smaller than needed, or fewer
+// commands per worker than -P queue pairs to give them to).
 std::string io_queue_entries(const Settings& settings, uint32_t ns_count, uint32_t* entries);
 
 // Parses argv into *options. Returns 0 (run), 1 (help was printed: exit 0) or 2 (*error holds

@@ -1,5 +1,12 @@
 #include "rdma_worker.h"
 
+#include <algorithm>
+#include <cinttypes>
+
+#include "common/log.h"
+
+NVMF_LOG_COMPONENT_DECLARE(nvmf_perf);
+
 namespace nvmf::perf {
 
 RdmaWorker::RdmaWorker(const RdmaWorkerParams& params) : Worker(params.core), params_(params) {}
@@ -15,13 +22,13 @@ std::string RdmaWorker::setup(bool* usage_error) {
     std::string reason = core_.add_namespace(shape, usage_error);
     if (!reason.empty()) return reason;
   }
-  if (std::string reason = allocate_qpair(); !reason.empty()) return reason;
-  std::string reason =
-      core_.check_queue_depth(qpair_->depth(), "the target granted I/O queues of depth");
-  if (!reason.empty()) {
+  if (std::string reason = allocate_qpairs(); !reason.empty()) return reason;
+  if (std::string reason = plan_memreg_cycle(); !reason.empty()) return reason;
+  if (std::string reason = check_qpair_depth(); !reason.empty()) {
     *usage_error = true;
     return reason;
   }
+  const uint32_t qpairs = static_cast<uint32_t>(qpairs_.size());
   for (WorkerCore::NsState& ns : core_.namespaces()) {
     for (uint32_t i = 0; i < s.queue_depth; ++i) {
       void* buffer = params_.host->dma_alloc(s.io_size_bytes);
@@ -30,41 +37,116 @@ std::string RdmaWorker::setup(bool* usage_error) {
                ") failed after " + std::to_string(core_.tasks().size()) +
                " buffers: lower -q, -o, -c or --ns-count";
       }
-      core_.add_task(ns, static_cast<uint8_t*>(buffer), this);
+      const auto dealt = static_cast<uint32_t>(core_.tasks().size() % qpairs);
+      core_.add_task(ns, static_cast<uint8_t*>(buffer), this).queue = dealt;
     }
   }
   return "";
 }
 
-std::string RdmaWorker::allocate_qpair() {
+std::string RdmaWorker::allocate_qpairs() {
   std::lock_guard<std::mutex> lock(*params_.controller_mutex);
-  std::string message;
-  host::IoQpairOpts opts;
-  opts.queue_size = params_.queue_entries;
-  auto qpair = params_.controller->alloc_io_qpair(opts, &message);
-  if (!qpair) {
-    return core_.who() + "cannot allocate an I/O qpair: " +
-           (message.empty() ? std::string(errc_name(qpair.error().code)) : message);
+  const uint32_t wanted = params_.core.settings->qpairs_per_worker;
+  qpairs_.reserve(wanted);
+  for (uint32_t i = 0; i < wanted; ++i) {
+    std::string message;
+    host::IoQpairOpts opts;
+    opts.queue_size = params_.queue_entries;
+    auto qpair = params_.controller->alloc_io_qpair(opts, &message);
+    if (!qpair) {
+      return core_.who() + "cannot allocate I/O qpair " + std::to_string(i + 1) + " of " +
+             std::to_string(wanted) + ": " +
+             (message.empty() ? std::string(errc_name(qpair.error().code)) : message);
+    }
+    qpairs_.push_back(std::move(*qpair));
   }
-  qpair_ = std::move(*qpair);
+  return "";
+}
+
+// Every qpair must hold its share of the tasks (dealt in turn: the shallowest decides). "" or
+// a reason (a usage error).
+std::string RdmaWorker::check_qpair_depth() const {
+  uint32_t shallowest = qpairs_.front()->depth();
+  for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) {
+    shallowest = std::min(shallowest, qpair->depth());
+  }
+  const auto qpairs = static_cast<uint32_t>(qpairs_.size());
+  if (qpairs == 1) {
+    return core_.check_queue_depth(shallowest, "the target granted I/O queues of depth");
+  }
+  // shallowest x qpairs holds every task exactly when each qpair holds its rounded-up share.
+  const std::string what = "the target granted -P " + std::to_string(qpairs) +
+                           " I/O queues of depth " + std::to_string(shallowest) +
+                           ", holding in all";
+  return core_.check_queue_depth(uint64_t{shallowest} * qpairs, what.c_str());
+}
+
+std::string RdmaWorker::plan_memreg_cycle() {
+  const Settings& s = *params_.core.settings;
+  if (s.memreg_switch_every_s <= 0) return "";
+  for (const std::string& name : s.memreg_switch_policies) {
+    host::MemregPolicy policy;
+    if (!host::memreg_policy_parse(name, &policy)) {
+      return "--memreg-switch-policies: '" + name + "' is not known to libnvmf_host";
+    }
+    cycle_.policies.push_back(policy);
+  }
+  cycle_.every_ns = static_cast<uint64_t>(s.memreg_switch_every_s * 1e9);
+  cycle_.asked_for_ns.assign(cycle_.policies.size(), 0);
   return "";
 }
 
 void RdmaWorker::run(uint64_t deadline_ns, const Ticker& ticker) noexcept {
-  core_.run(*this, deadline_ns, ticker);
+  if (cycle_.policies.empty()) {
+    core_.run(*this, deadline_ns, ticker);
+    return;
+  }
+  const Clock& clock = *params_.core.clock;
+  outer_ticker_ = ticker;
+  cycle_.asked_ns = clock.now_ns();  // the qpairs start with the cycle's first policy
+  cycle_.next_switch_ns = cycle_.asked_ns + cycle_.every_ns;
+  core_.run(*this, deadline_ns, Ticker{&RdmaWorker::tick, this});
+  cycle_.asked_for_ns[cycle_.current] += clock.now_ns() - cycle_.asked_ns;
+}
+
+void RdmaWorker::tick(void* ctx, uint64_t now_ns) noexcept {
+  auto& worker = *static_cast<RdmaWorker*>(ctx);
+  worker.switch_memreg_if_due(now_ns);
+  const Ticker& outer = worker.outer_ticker_;
+  if (outer.tick != nullptr) outer.tick(outer.ctx, now_ns);
+}
+
+void RdmaWorker::switch_memreg_if_due(uint64_t now_ns) noexcept {
+  MemregCycle& cycle = cycle_;
+  if (core_.stopping() || now_ns < cycle.next_switch_ns) return;
+  cycle.asked_for_ns[cycle.current] += now_ns - cycle.asked_ns;
+  cycle.current = (cycle.current + 1) % cycle.policies.size();
+  cycle.asked_ns = now_ns;
+  cycle.next_switch_ns = now_ns + cycle.every_ns;
+  const host::MemregPolicy policy = cycle.policies[cycle.current];
+  for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) {
+    const Result<void> asked = qpair->set_memreg_policy(policy);
+    if (asked || cycle.refusal_logged) continue;
+    cycle.refusal_logged = true;  // once per worker: the next cycles would say the same
+    NVMF_ERRLOG(nvmf_perf, "worker %" PRIu32 ": queue pair %u refused memreg policy %s: %s (%s)",
+                core_.index(), qpair->qid(), host::memreg_policy_name(policy),
+                errc_name(asked.error().code), asked.error().detail);
+  }
 }
 
 SubmitOutcome RdmaWorker::submit(Task& task, Error* error) noexcept {
   const WorkerCore::NsState& ns = *task.ns;
   host::Namespace& host_ns = *params_.namespaces[ns.index];
+  host::IoQpair& qpair = *qpairs_[task.queue];
   const Result<void> submitted =
       task.is_read
-          ? host_ns.read(*qpair_, task.buffer, task.lba, ns.blocks_per_io, &on_complete, &task)
-          : host_ns.write(*qpair_, task.buffer, task.lba, ns.blocks_per_io, &on_complete, &task);
+          ? host_ns.read(qpair, task.buffer, task.lba, ns.blocks_per_io, &on_complete, &task)
+          : host_ns.write(qpair, task.buffer, task.lba, ns.blocks_per_io, &on_complete, &task);
   if (submitted) return SubmitOutcome::submitted;
   switch (submitted.error().code) {
     case Errc::busy:
-      return SubmitOutcome::busy;
+      // Draining for a memreg switch: a pause like a reconnect's, not a full queue.
+      return qpair.switching() ? SubmitOutcome::down : SubmitOutcome::busy;
     case Errc::bad_state:
     case Errc::disconnected:
       // The qpair is down (the controller is reconnecting it): try again after a poll.
@@ -84,10 +166,12 @@ void RdmaWorker::on_complete(void* ctx, const spec::Status& status) noexcept {
 
 void RdmaWorker::teardown() noexcept {
   core_.stop();  // callbacks of a disconnect must not start new I/O
-  if (qpair_) {
-    qpair_stats_ = qpair_->stats();  // the counters go with the qpair
+  if (!qpairs_.empty()) {
+    for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) {
+      add_qpair_stats(qpair->stats());  // the counters go with the qpair
+    }
     std::lock_guard<std::mutex> lock(*params_.controller_mutex);
-    qpair_.reset();
+    qpairs_.clear();
   }
   for (Task& task : core_.tasks()) {
     if (task.buffer != nullptr) {
@@ -97,9 +181,42 @@ void RdmaWorker::teardown() noexcept {
   }
 }
 
+void RdmaWorker::add_qpair_stats(const host::IoQpairStats& stats) noexcept {
+  host::IoQpairStats& sum = qpair_stats_;
+  sum.qp_errors += stats.qp_errors;
+  sum.bind_errors += stats.bind_errors;
+  sum.sends_posted += stats.sends_posted;
+  sum.binds_posted += stats.binds_posted;
+  sum.local_invalidates_posted += stats.local_invalidates_posted;
+  sum.signaled_posted += stats.signaled_posted;
+  sum.fenced_posted += stats.fenced_posted;
+  sum.doorbells += stats.doorbells;
+  sum.cqes_reaped += stats.cqes_reaped;
+  sum.memreg_switches += stats.memreg_switches;
+  sum.memreg_switch_failures += stats.memreg_switch_failures;
+}
+
 void RdmaWorker::add_counters(Summary* summary) const noexcept {
   summary->qp_errors += qpair_stats_.qp_errors;
   summary->mw_bind_errors += qpair_stats_.bind_errors;
+  HostWorkCounts& work = summary->host_work;
+  work.sends += qpair_stats_.sends_posted;
+  work.binds += qpair_stats_.binds_posted;
+  work.local_invalidates += qpair_stats_.local_invalidates_posted;
+  work.signaled += qpair_stats_.signaled_posted;
+  work.fenced += qpair_stats_.fenced_posted;
+  work.doorbells += qpair_stats_.doorbells;
+  work.cqes_reaped += qpair_stats_.cqes_reaped;
+  if (!cycle_.policies.empty()) {
+    MemregSwitching& switching = summary->memreg_switching;
+    switching.on = true;
+    switching.switches += qpair_stats_.memreg_switches;
+    switching.failures += qpair_stats_.memreg_switch_failures;
+    for (size_t i = 0; i < cycle_.policies.size(); ++i) {
+      switching.add_seconds(host::memreg_policy_name(cycle_.policies[i]),
+                            static_cast<double>(cycle_.asked_for_ns[i]) / 1e9);
+    }
+  }
 }
 
 }  // namespace nvmf::perf

@@ -1,10 +1,13 @@
-// A worker on an NVMe-oF controller: an I/O qpair of its own (host::IoQpair), `-q` tasks per
-// namespace, each with a buffer from Host::dma_alloc. The tasks, the pending list and the
+// A worker on an NVMe-oF controller: I/O qpairs of its own (host::IoQpair; -P of them, one by
+// default), `-q` tasks per namespace dealt to them in turn (task k on qpair k mod P, for good),
+// each with a buffer from Host::dma_alloc. The tasks, the pending list and the
 // verify bookkeeping are WorkerCore's; this class submits through the qpair and maps its
 // answers: busy -> retry, bad_state / disconnected (the qpair reconnects) -> retry, anything
-// else -> an error.
+// else -> an error. With --memreg-switch-every the worker asks its qpairs for the next memreg
+// policy of the cycle every so often, from the run loop's tick (a submit refused while a qpair
+// drains for its switch is retried like one refused while it reconnects).
 //
-// Threads: setup(), run() and teardown() on the worker's own thread (it owns the qpair).
+// Threads: setup(), run() and teardown() on the worker's own thread (it owns the qpairs).
 #pragma once
 
 #include <memory>
@@ -36,8 +39,8 @@ class RdmaWorker final : public Worker {
   std::string setup(bool* usage_error) override;
   void run(uint64_t deadline_ns, const Ticker& ticker) noexcept override;
   void teardown() noexcept override;
-  // QP errors and memory window bind errors, as teardown() read them before freeing the
-  // qpair (all zero if it was never allocated).
+  // QP errors, memory window bind errors and the work counts (HostWorkCounts), as teardown()
+  // read them before freeing the qpairs (all zero if none was allocated).
   void add_counters(Summary* summary) const noexcept override;
 
  private:
@@ -45,14 +48,37 @@ class RdmaWorker final : public Worker {
   using Task = WorkerCore::Task;
 
   SubmitOutcome submit(Task& task, Error* error) noexcept;
-  void poll() noexcept { qpair_->process_completions(); }
-  void abandon() noexcept { qpair_->disconnect(); }  // completes the rest as aborted
+  void poll() noexcept {
+    for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) qpair->process_completions();
+  }
+  void abandon() noexcept {  // completes the rest as aborted
+    for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) qpair->disconnect();
+  }
   static void on_complete(void* ctx, const spec::Status& status) noexcept;
-  std::string allocate_qpair();
+  std::string allocate_qpairs();
+  std::string check_qpair_depth() const;
+  void add_qpair_stats(const host::IoQpairStats& stats) noexcept;
+
+  // --memreg-switch-every: the cycle of policies and where the worker is in it.
+  struct MemregCycle {
+    std::vector<host::MemregPolicy> policies;  // empty: no switching
+    uint64_t every_ns = 0;
+    size_t current = 0;     // index of the policy asked for last
+    uint64_t asked_ns = 0;  // when it was asked for
+    uint64_t next_switch_ns = 0;
+    std::vector<uint64_t> asked_for_ns;  // per entry of `policies`: time it was the one asked for
+    bool refusal_logged = false;
+  };
+  std::string plan_memreg_cycle();
+  // The run loop's tick with switching on: switches when due, then the caller's tick.
+  static void tick(void* ctx, uint64_t now_ns) noexcept;
+  void switch_memreg_if_due(uint64_t now_ns) noexcept;
 
   RdmaWorkerParams params_;
-  std::unique_ptr<host::IoQpair> qpair_;
-  host::IoQpairStats qpair_stats_{};
+  std::vector<std::unique_ptr<host::IoQpair>> qpairs_;  // -P
+  host::IoQpairStats qpair_stats_{};                    // summed over qpairs_ by teardown()
+  MemregCycle cycle_;
+  Ticker outer_ticker_;  // run()'s ticker, called by tick()
 };
 
 }  // namespace nvmf::perf

@@ -18,7 +18,99 @@ double round2(double value) noexcept {
   return std::strtod(text, nullptr);
 }
 
+// Per-I/O counts are ratios of integers: four decimals show a LOCAL_INV on one I/O in 10000.
+double round4(double value) noexcept {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.4f", value);
+  return std::strtod(text, nullptr);
+}
+
+double per_io(uint64_t count, uint64_t ios) noexcept {
+  return ios > 0 ? static_cast<double>(count) / static_cast<double>(ios) : 0;
+}
+
+nlohmann::ordered_json host_work_json(const HostWorkCounts& work) {
+  nlohmann::ordered_json json;
+  json["send"] = work.sends;
+  json["bind_mw"] = work.binds;
+  json["local_inv"] = work.local_invalidates;
+  json["signaled"] = work.signaled;
+  json["fenced"] = work.fenced;
+  json["doorbells"] = work.doorbells;
+  json["cqes_reaped"] = work.cqes_reaped;
+  return json;
+}
+
+nlohmann::ordered_json per_io_json(const Summary& summary) {
+  const HostWorkCounts& work = summary.host_work;
+  const uint64_t ios = summary.total.ios;
+  nlohmann::ordered_json json;
+  json["send"] = round4(per_io(work.sends, ios));
+  json["bind_mw"] = round4(per_io(work.binds, ios));
+  json["local_inv"] = round4(per_io(work.local_invalidates, ios));
+  json["wrs"] = round4(per_io(work.wrs(), ios));
+  json["signaled"] = round4(per_io(work.signaled, ios));
+  json["fenced"] = round4(per_io(work.fenced, ios));
+  json["doorbells"] = round4(per_io(work.doorbells, ios));
+  json["cqes_reaped"] = round4(per_io(work.cqes_reaped, ios));
+  if (summary.sim) json["sim_work_steps"] = round4(per_io(summary.sim_work.steps(), ios));
+  return json;
+}
+
+// "per I/O: 3.00 WRs (1.00 SEND, 1.00 BIND_MW, 1.00 LOCAL_INV), 2.00 signaled, ..."
+std::string per_io_line(const Summary& summary) {
+  const HostWorkCounts& work = summary.host_work;
+  const uint64_t ios = summary.total.ios;
+  char line[400];
+  std::snprintf(line, sizeof(line),
+                "per I/O: %.2f WRs (%.2f SEND, %.2f BIND_MW, %.2f LOCAL_INV), %.2f signaled, "
+                "%.2f fenced, %.2f doorbells, %.2f CQEs reaped",
+                per_io(work.wrs(), ios), per_io(work.sends, ios), per_io(work.binds, ios),
+                per_io(work.local_invalidates, ios), per_io(work.signaled, ios),
+                per_io(work.fenced, ios), per_io(work.doorbells, ios),
+                per_io(work.cqes_reaped, ios));
+  std::string text = line;
+  if (summary.sim) {
+    std::snprintf(line, sizeof(line), "; sim: %.2f work steps (WRs taken + CQEs written)",
+                  per_io(summary.sim_work.steps(), ios));
+    text += line;
+  }
+  return text + "\n";
+}
+
+// "memreg switches: 40 (0 failed); time per policy: global 25.0%, sagi 25.0%, ..."
+std::string memreg_switching_line(const MemregSwitching& switching) {
+  char line[128];
+  std::snprintf(line, sizeof(line),
+                "memreg switches: %" PRIu64 " (%" PRIu64 " failed); time per policy:",
+                switching.switches, switching.failures);
+  std::string text = line;
+  for (size_t i = 0; i < switching.policies.size(); ++i) {
+    std::snprintf(line, sizeof(line), "%s %s %.1f%%", i == 0 ? "" : ",",
+                  switching.policies[i].c_str(), 100.0 * switching.share(i));
+    text += line;
+  }
+  return text + "\n";
+}
+
 }  // namespace
+
+void MemregSwitching::add_seconds(const std::string& policy, double more_seconds) {
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (policies[i] == policy) {
+      seconds[i] += more_seconds;
+      return;
+    }
+  }
+  policies.push_back(policy);
+  seconds.push_back(more_seconds);
+}
+
+double MemregSwitching::share(size_t i) const noexcept {
+  double total = 0;
+  for (double s : seconds) total += s;
+  return total > 0 ? seconds[i] / total : 0;
+}
 
 LatencySummaryUs summarize_latency(const LatencyHistogram& histogram) noexcept {
   LatencySummaryUs summary;
@@ -74,6 +166,8 @@ std::string format_table(const std::vector<ResultRow>& rows, const Summary& summ
                 "%.2f IOPS, %.2f us CPU per I/O (%.2f s process CPU for %" PRIu64 " I/Os)\n",
                 summary.total.iops(), summary.cpu_us_per_io(), summary.cpu_s, summary.total.ios);
   table += line;
+  if (summary.rdma) table += per_io_line(summary);
+  if (summary.memreg_switching.on) table += memreg_switching_line(summary.memreg_switching);
   if (summary.pcie) {
     std::snprintf(line, sizeof(line),
                   "PCIe: %" PRIu64 " bytes copied through bounce buffers, %" PRIu64
@@ -107,6 +201,25 @@ nlohmann::ordered_json summary_json(const Summary& summary) {
   json["mw_bind_errors"] = summary.mw_bind_errors;
   json["cpu_us_per_io"] = round2(summary.cpu_us_per_io());
   json["cpu_s"] = round2(summary.cpu_s);
+  if (summary.rdma) {
+    json["host_work"] = host_work_json(summary.host_work);
+    if (summary.sim) {
+      const SimWorkCounts& sim = summary.sim_work;
+      json["sim_work"] = {{"host", {{"wrs", sim.host_wrs}, {"cqes", sim.host_cqes}}},
+                          {"target", {{"wrs", sim.target_wrs}, {"cqes", sim.target_cqes}}}};
+    }
+    json["per_io"] = per_io_json(summary);
+  }
+  const MemregSwitching& switching = summary.memreg_switching;
+  if (switching.on) {
+    json["memreg_switches"] = switching.switches;
+    json["memreg_switch_failures"] = switching.failures;
+    nlohmann::ordered_json share = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < switching.policies.size(); ++i) {
+      share[switching.policies[i]] = round4(switching.share(i));
+    }
+    json["memreg_time_share"] = std::move(share);
+  }
   if (summary.pcie) {
     json["bytes_copied"] = summary.bytes_copied;
     json["commands_split"] = summary.commands_split;

@@ -38,6 +38,49 @@ struct ResultRow {
   }
 };
 
+// The host's work behind the I/Os on the RDMA path: IoQpairStats' counts summed over every
+// worker's queue pairs (reconnects included). Divided by the I/Os completed, what a
+// memory-registration policy costs per I/O, free of timing noise; only the doorbells depend on
+// timing (how many completions one poll finds).
+struct HostWorkCounts {
+  uint64_t sends = 0;              // SEND
+  uint64_t binds = 0;              // BIND_MW
+  uint64_t local_invalidates = 0;  // LOCAL_INV
+  uint64_t signaled = 0;           // send-queue WRs asking for a completion
+  uint64_t fenced = 0;             // send-queue WRs with IBV_SEND_FENCE
+  uint64_t doorbells = 0;
+  uint64_t cqes_reaped = 0;  // receives included
+  uint64_t wrs() const noexcept { return sends + binds + local_invalidates; }
+};
+
+// The simulated HCAs' own work (--sim): the work requests each took (post and doorbell) and the
+// completions each wrote, the host's HCA and the target's, since the sim started (connects and
+// queue set-up included: a few hundred). The sim has no clock of its own to read: its step
+// clocks are per queue pair and also tick on polls that find nothing, so their count follows
+// how often the threads poll. WRs taken plus CQEs written is the sim's work, time-free.
+struct SimWorkCounts {
+  uint64_t host_wrs = 0;
+  uint64_t host_cqes = 0;
+  uint64_t target_wrs = 0;
+  uint64_t target_cqes = 0;
+  uint64_t steps() const noexcept { return host_wrs + host_cqes + target_wrs + target_cqes; }
+};
+
+// --memreg-switch-every: the key policy switches the workers' queue pairs made
+// (IoQpairStats::memreg_switches and memreg_switch_failures, summed) and, per policy of the
+// cycle, the time it was the one asked for (from each switch request to the next: the drain
+// counts toward the policy drained to), summed over the workers.
+struct MemregSwitching {
+  bool on = false;
+  uint64_t switches = 0;
+  uint64_t failures = 0;
+  std::vector<std::string> policies;  // each once, in the order of the cycle
+  std::vector<double> seconds;        // parallel to policies
+  void add_seconds(const std::string& policy, double more_seconds);
+  // The share of policies[i] in all the time booked (0 when none was).
+  double share(size_t i) const noexcept;
+};
+
 struct Summary {
   ResultRow total;
   uint64_t reconnects = 0;    // sum of ControllerStats::reconnects
@@ -55,6 +98,12 @@ struct Summary {
   uint64_t bytes_copied = 0;    // through bounce buffers: 0 when the buffers are DMA memory
   uint64_t commands_split = 0;  // requests the driver split at the transfer limit (MDTS)
   uint64_t controller_resets = 0;  // ControllerStats::resets
+  // The RDMA path only (-r trtype:RDMA or --sim).
+  bool rdma = false;
+  HostWorkCounts host_work;
+  bool sim = false;  // --sim: sim_work holds the simulated HCAs' counts
+  SimWorkCounts sim_work;
+  MemregSwitching memreg_switching;
 
   // Microseconds of process CPU per completed I/O; 0 without I/Os.
   double cpu_us_per_io() const noexcept {
@@ -69,14 +118,22 @@ std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_
 
 // The table: a header, one line per row, the total with percentiles, and a footer with
 // reconnects, busy retries, QP errors and memory window bind errors, then the total IOPS with
-// the CPU time per I/O beside it, and on the PCIe path the bytes copied, requests split and
-// controller resets.
+// the CPU time per I/O beside it, on the RDMA path the work per I/O (and with --sim the sim's
+// work steps per I/O), and on the PCIe path the bytes copied, requests split and controller
+// resets; with --memreg-switch-every the switches and each policy's share of the time.
 std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary);
 
 // {"iops","mibps","lat_us":{"avg","min","max","p50","p99","p999","p9999"},"ios","errors",
 //  "reconnects","verify_failures"} in that order, then "busy_retries", "qp_errors",
-// "mw_bind_errors", "cpu_us_per_io" and "cpu_s"; on the PCIe path then "bytes_copied",
-// "commands_split" and "controller_resets". Callers may append more keys (e.g. "config").
+// "mw_bind_errors", "cpu_us_per_io" and "cpu_s"; on the RDMA path then "host_work" (the
+// HostWorkCounts: "send", "bind_mw", "local_inv", "signaled", "fenced", "doorbells",
+// "cqes_reaped"), with --sim "sim_work" ({"host": {"wrs", "cqes"}, "target": {...}}), and
+// "per_io" (each host_work count, "wrs" = send + bind_mw + local_inv, and with --sim
+// "sim_work_steps", each divided by the I/Os completed, 4 decimals); on the PCIe path
+// "bytes_copied", "commands_split" and "controller_resets"; with --memreg-switch-every
+// "memreg_switches", "memreg_switch_failures" and "memreg_time_share" ({policy: share of the
+// time, 4 decimals}, in the cycle's order). Callers may append more keys
+// (e.g. "config").
 nlohmann::ordered_json summary_json(const Summary& summary);
 
 // The exit status: 0 when no I/O failed and every read verified, 1 otherwise.

@@ -78,7 +78,7 @@ std::unique_ptr<SimTarget> start_sim(const Settings& settings, const RdmaPlan& p
                                       ? transport_rdma::SendWithInvalidate::automatic
                                       : transport_rdma::SendWithInvalidate::off;
   sim_opts.io_queue_entries = plan.queue_entries;
-  sim_opts.io_queues = settings.cores;
+  sim_opts.io_queues = settings.io_qpairs();
   sim_opts.io_size_bytes = settings.io_size_bytes;
   sim_opts.core = cores.target_core;
   return SimTarget::start(sim_opts, message);
@@ -99,10 +99,10 @@ int pick_namespaces(const Settings& settings, host::Controller& controller,
               std::to_string(active.size()) + " active namespaces";
     return 2;
   }
-  if (data.io_queues_granted < settings.cores) {
-    *reason = "-c " + std::to_string(settings.cores) +
-              " needs as many I/O queues; the "
-              "controller granted " +
+  if (data.io_queues_granted < settings.io_qpairs()) {
+    *reason = "-c " + std::to_string(settings.cores) + " x -P " +
+              std::to_string(settings.qpairs_per_worker) + " needs " +
+              std::to_string(settings.io_qpairs()) + " I/O queues; the controller granted " +
               std::to_string(data.io_queues_granted);
     return 2;
   }
@@ -156,6 +156,13 @@ std::vector<std::unique_ptr<Worker>> make_rdma_workers(
   return workers;
 }
 
+// A simulated HCA's work (SimWorkCounts): the WRs it took, send and receive queues, and the
+// CQEs it wrote.
+void sim_work_of(const verbs::sim::SimCounters& c, uint64_t* wrs, uint64_t* cqes) noexcept {
+  *wrs = c.send + c.send_with_inv + c.rdma_write + c.rdma_read + c.local_inv + c.bind_mw + c.recv;
+  *cqes = c.completions;
+}
+
 // The table, the sim's nvme copies, the JSON. The exit status of the results.
 int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Worker>>& workers,
                 double cpu_s, host::Controller& controller, const SimTarget* sim, uint32_t ns_count,
@@ -163,6 +170,13 @@ int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Work
   std::vector<ResultRow> rows;
   Summary summary = summarize(workers, &rows, cpu_s);
   summary.reconnects = controller.stats().reconnects;
+  summary.rdma = true;
+  if (sim != nullptr) {
+    summary.sim = true;
+    sim_work_of(sim->host_counters(), &summary.sim_work.host_wrs, &summary.sim_work.host_cqes);
+    sim_work_of(sim->target_counters(), &summary.sim_work.target_wrs,
+                &summary.sim_work.target_cqes);
+  }
   std::printf("\n%s", format_table(rows, summary).c_str());
   const bool nvme_sim = sim != nullptr && settings.sim_bdev == SimBdevKind::nvme;
   if (nvme_sim) {
@@ -204,7 +218,7 @@ int run_rdma(const Settings& settings) {
                        (settings.sim ? "" : " (is an RDMA device present? see ibv_devices)"));
   }
   host::ControllerOpts controller_opts;
-  controller_opts.io_queue_count = static_cast<uint16_t>(settings.cores);
+  controller_opts.io_queue_count = static_cast<uint16_t>(settings.io_qpairs());
   controller_opts.io_queue_size = static_cast<uint16_t>(plan.queue_entries);
   controller_opts.memreg = plan.memreg;
   controller_opts.reconnect_delay_ms = settings.reconnect_delay_ms;

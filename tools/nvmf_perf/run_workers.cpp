@@ -201,10 +201,15 @@ int check_namespace_fits(const Settings& settings, const NamespaceShape& ns, std
 }
 
 void print_banner(const Settings& settings, const std::string& target, size_t ns_count) {
+  char qpairs[48] = "";
+  if (settings.qpairs_per_worker > 1) {
+    std::snprintf(qpairs, sizeof(qpairs), " (-P %" PRIu32 " queue pairs each)",
+                  settings.qpairs_per_worker);
+  }
   std::printf("nvmf_perf: %s, %s, -q %" PRIu32 " x %zu namespaces x %" PRIu32
-              " workers, -o %" PRIu32 ", %" PRIu32 " s%s\n",
+              " workers%s, -o %" PRIu32 ", %" PRIu32 " s%s\n",
               target.c_str(), workload_name(settings.workload), settings.queue_depth, ns_count,
-              settings.cores, settings.io_size_bytes, settings.time_s,
+              settings.cores, qpairs, settings.io_size_bytes, settings.time_s,
               settings.verify ? ", verify" : "");
   std::fflush(stdout);
 }
@@ -289,9 +294,14 @@ nlohmann::ordered_json config_json(const Settings& settings, uint32_t ns_count,
   config["queue_depth"] = settings.queue_depth;
   config["time_s"] = settings.time_s;
   config["cores"] = settings.cores;
+  if (!settings.pcie) config["qpairs_per_worker"] = settings.qpairs_per_worker;
   config["ns_count"] = ns_count;
   config["io_queue_size"] = queue_entries;
   if (!settings.pcie) config["memreg"] = settings.memreg;
+  if (settings.memreg_switch_every_s > 0) {
+    config["memreg_switch_every_s"] = settings.memreg_switch_every_s;
+    config["memreg_switch_policies"] = settings.memreg_switch_policies;
+  }
   config["verify"] = settings.verify;
   config["seed"] = settings.seed;
   if (settings.pcie) config["pci_address"] = settings.pci_address;

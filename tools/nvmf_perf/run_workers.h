@@ -43,7 +43,8 @@ struct ControlPoll {
 // 0 when -o is whole blocks of the namespace and fits in it; else 2 with *reason.
 int check_namespace_fits(const Settings& settings, const NamespaceShape& ns, std::string* reason);
 
-// "nvmf_perf: TARGET, randrw, -q 32 x 1 namespaces x 1 workers, -o 4096, 10 s, verify"
+// "nvmf_perf: TARGET, randrw, -q 32 x 1 namespaces x 1 workers, -o 4096, 10 s, verify"; with
+// -P 2 "... x 1 workers (-P 2 queue pairs each), ..."
 void print_banner(const Settings& settings, const std::string& target, size_t ns_count);
 
 // Logs that a signal ended the run early, if one did.

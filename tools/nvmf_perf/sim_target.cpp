@@ -191,14 +191,21 @@ std::unique_ptr<SimTarget> SimTarget::start(const SimTargetOpts& opts, std::stri
   transport_opts.data_buffers_per_group =
       std::max<uint32_t>((16u << 20) / transport_opts.io_unit_size, 16);
   // Receives for every command the hosts may have outstanding (plus their admin queues), and
-  // a CQ that holds a receive and two send completions (data, response) for each of them.
+  // a CQ with the room the transport reserves (RdmaTargetOpts::cq_depth): the SRQ's receives,
+  // and each queue pair's send queue, 2 x depth + 33 WRs as the HCA grants them (rounded up to
+  // a power of two, as the sim and mlx5 do), so that -P 12 gets its 12 queue pairs.
+  constexpr uint64_t kSendQueueExtraWrs = 33;
   const uint64_t commands = uint64_t{opts.io_queue_entries} * opts.io_queues +
                             uint64_t{kAdminQueueDepth} * 2;
+  const uint64_t send_queue_wrs =
+      round_up_power_of_two(uint64_t{opts.io_queue_entries} * 2 + kSendQueueExtraWrs) *
+          opts.io_queues +
+      round_up_power_of_two(uint64_t{kAdminQueueDepth} * 2 + kSendQueueExtraWrs) * 2;
   const verbs::DeviceCaps caps = sim->target_provider_->device().caps();
   transport_opts.srq_depth =
       static_cast<uint32_t>(std::clamp<uint64_t>(commands, 4096, caps.max_srq_wr));
   transport_opts.cq_depth = static_cast<uint32_t>(
-      std::clamp<uint64_t>(transport_opts.srq_depth + 2 * commands, 4096, caps.max_cqe));
+      std::clamp<uint64_t>(transport_opts.srq_depth + send_queue_wrs, 4096, caps.max_cqe));
   transport_opts.send_with_invalidate = opts.send_with_invalidate;
   transport_opts.buffer_memory = sim->buffer_memory_.get();
 

@@ -35,7 +35,7 @@ struct SimTargetOpts {
   transport_rdma::SendWithInvalidate send_with_invalidate =
       transport_rdma::SendWithInvalidate::automatic;
   uint32_t io_queue_entries = 128;  // what each host I/O queue asks for
-  uint32_t io_queues = 1;           // host workers
+  uint32_t io_queues = 1;           // host I/O queue pairs: workers x -P
   uint32_t io_size_bytes = 4096;    // the largest transfer the host will ask for
   int core = -1;                    // the reactor's core; -1 = not pinned
 };
@@ -56,6 +56,9 @@ class SimTarget {
   static std::string trid_string();
   // Bytes the nvme bdevs copied through bounce buffers (0: zero copy); 0 for other bdevs.
   uint64_t bdev_bytes_copied() const noexcept;
+  // What each simulated HCA did so far (SimProvider::counters(): any thread).
+  verbs::sim::SimCounters host_counters() const noexcept { return host_provider_->counters(); }
+  verbs::sim::SimCounters target_counters() const noexcept { return target_provider_->counters(); }
   // Disconnects whatever hosts are left, drains, stops the reactor. Call after the host
   // disconnected. Idempotent.
   void stop() noexcept;

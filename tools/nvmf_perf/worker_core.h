@@ -102,6 +102,7 @@ class WorkerCore {
     uint64_t lba = 0;
     uint64_t submit_ns = 0;
     uint32_t generation = 0;  // of a verified write
+    uint32_t queue = 0;       // which of the transport worker's queues takes it (RDMA's -P)
     bool is_read = true;
     TaskState state = TaskState::idle;
     ListNode pending_link;

@@ -567,6 +567,10 @@ class Methods {
                           {"sleeps", stats.sleeps}});
     }
     Json result = {{"reactors", std::move(reactors)}};
+    const target::TargetStats core = ctx_.target.stats();
+    result["target"] = {{"bdev_busy_waits", core.bdev_busy_waits},
+                        {"abandoned_qpairs", core.abandoned_qpairs},
+                        {"late_completions", core.late_completions}};
     if (ctx_.transport != nullptr) {
       transport_rdma::RdmaTargetTransport::Stats stats;
       size_t connections = 0;
@@ -579,7 +583,9 @@ class Methods {
                              {"connects_accepted", stats.connects_accepted},
                              {"connects_rejected", stats.connects_rejected},
                              {"disconnects", stats.disconnects},
-                             {"cq_full_refusals", stats.cq_full_refusals}};
+                             {"cq_full_refusals", stats.cq_full_refusals},
+                             {"buffer_waits", stats.buffer_waits},
+                             {"send_queue_waits", stats.send_queue_waits}};
     }
     Json bdevs = Json::array();
     ctx_.registry.for_each([&](const bdev::Bdev& bdev) {

@@ -246,6 +246,35 @@ DeviceCaps caps_from_attr(const char* name, const ibv_device_attr& attr) {
   return caps;
 }
 
+bool to_async_event(const ibv_async_event& raw, AsyncEvent* out) noexcept {
+  const auto type_value = static_cast<unsigned>(raw.event_type);
+  if (type_value >= kAsyncEventTypeCount) return false;
+  *out = AsyncEvent{};
+  out->type = static_cast<AsyncEventType>(type_value);
+  switch (async_event_subject(out->type)) {
+    case AsyncEventSubject::qp:
+      out->qp_num = raw.element.qp != nullptr ? raw.element.qp->qp_num : 0;
+      break;
+    case AsyncEventSubject::cq:
+      out->cq = raw.element.cq != nullptr
+                    ? static_cast<const CompletionQueue*>(raw.element.cq->cq_context)
+                    : nullptr;
+      break;
+    case AsyncEventSubject::srq:
+      out->srq = raw.element.srq != nullptr
+                     ? static_cast<const SharedReceiveQueue*>(raw.element.srq->srq_context)
+                     : nullptr;
+      break;
+    case AsyncEventSubject::port:
+      out->port_num = static_cast<uint32_t>(std::max(raw.element.port_num, 0));
+      break;
+    case AsyncEventSubject::wq:
+    case AsyncEventSubject::device:
+      break;
+  }
+  return true;
+}
+
 QpState qp_state_from_ibv(ibv_qp_state state) noexcept {
   switch (state) {
     case IBV_QPS_RESET:

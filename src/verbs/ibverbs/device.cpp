@@ -29,6 +29,17 @@ Result<std::unique_ptr<IbvDevice>> IbvDevice::create(ibv_context* context) noexc
     return Unexpected(Errc::no_memory, "device caps");
   }
   device->context_ = context;
+  // poll_async_event() must not block: the stack polls the fd. Without it the device still
+  // works; its async events go unread (logged once here).
+  const int async_flags = fcntl(context->async_fd, F_GETFL);
+  device->async_ready_ =
+      async_flags >= 0 && fcntl(context->async_fd, F_SETFL, async_flags | O_NONBLOCK) == 0;
+  if (!device->async_ready_) {
+    NVMF_ERRLOG(ibverbs,
+                "%s: fcntl(O_NONBLOCK) on the async event fd failed: %s; async events "
+                "(QP fatal, port down, device fatal) will not be seen",
+                name, strerror(errno));
+  }
   device->quirks_ = wc_quirks_for(name, attr_ex.orig_attr);
   device->max_srq_sge_ = static_cast<uint32_t>(attr_ex.orig_attr.max_srq_sge);
   const DeviceCaps& caps = device->caps_;
@@ -41,6 +52,26 @@ Result<std::unique_ptr<IbvDevice>> IbvDevice::create(ibv_context* context) noexc
                caps.memory_management_extensions ? "yes" : "no",
                device->quirks_.invalidate_flag_in_bit2 ? ", rxe remote-invalidate flag" : "");
   return device;
+}
+
+bool IbvDevice::poll_async_event(AsyncEvent* event) noexcept {
+  if (!async_ready_) return false;
+  for (;;) {
+    ibv_async_event raw{};
+    if (ibv_get_async_event(context_, &raw) != 0) {
+      const int os_errno = errno;
+      if (os_errno != EAGAIN && os_errno != EWOULDBLOCK) {
+        NVMF_WARNLOG(ibverbs, "%s: ibv_get_async_event failed: %s", caps_.name.c_str(),
+                     strerror(os_errno));
+      }
+      return false;
+    }
+    const bool known = to_async_event(raw, event);
+    const unsigned type = raw.event_type;
+    ibv_ack_async_event(&raw);  // after the copy: see the header
+    if (known) return true;
+    NVMF_WARNLOG(ibverbs, "%s: unknown async event type %u dropped", caps_.name.c_str(), type);
+  }
 }
 
 Result<std::unique_ptr<ProtectionDomain>> IbvDevice::allocate_pd() noexcept {
@@ -168,6 +199,7 @@ Result<std::unique_ptr<CompletionQueue>> IbvProtectionDomain::create_cq(
     if (channel != nullptr) ibv_destroy_comp_channel(channel);
     return Unexpected(Errc::no_memory, "CQ wrapper");
   }
+  cq->cq_context = queue.get();  // a CQ_ERR event names the CQ by it (to_async_event)
   return queue;
 }
 
@@ -213,6 +245,8 @@ Result<std::unique_ptr<SharedReceiveQueue>> IbvProtectionDomain::create_srq(
   }
   auto queue = IbvSharedReceiveQueue::create(kRdmaCoreOps, srq, granted.max_wr, granted.max_sge);
   if (!queue) return Unexpected(queue.error());
+  // An SRQ event names the SRQ by it (to_async_event): the interface's pointer.
+  srq->srq_context = static_cast<SharedReceiveQueue*>(queue->get());
   return std::unique_ptr<SharedReceiveQueue>(std::move(*queue));
 }
 

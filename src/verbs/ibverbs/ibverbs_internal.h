@@ -56,6 +56,16 @@ static_assert(static_cast<int>(WcStatus::local_length_error) == IBV_WC_LOC_LEN_E
               static_cast<int>(WcStatus::general_error) == IBV_WC_GENERAL_ERR);
 // Sge is copied into ibv_sge field by field, but the layouts match anyway.
 static_assert(sizeof(Sge) == sizeof(ibv_sge));
+static_assert(static_cast<int>(AsyncEventType::cq_error) == IBV_EVENT_CQ_ERR &&
+              static_cast<int>(AsyncEventType::qp_fatal) == IBV_EVENT_QP_FATAL &&
+              static_cast<int>(AsyncEventType::qp_access_error) == IBV_EVENT_QP_ACCESS_ERR &&
+              static_cast<int>(AsyncEventType::device_fatal) == IBV_EVENT_DEVICE_FATAL &&
+              static_cast<int>(AsyncEventType::port_error) == IBV_EVENT_PORT_ERR &&
+              static_cast<int>(AsyncEventType::srq_error) == IBV_EVENT_SRQ_ERR &&
+              static_cast<int>(AsyncEventType::qp_last_wqe_reached) ==
+                  IBV_EVENT_QP_LAST_WQE_REACHED &&
+              static_cast<int>(AsyncEventType::wq_fatal) == IBV_EVENT_WQ_FATAL &&
+              kAsyncEventTypeCount == IBV_EVENT_WQ_FATAL + 1);
 
 // Private-data limits of the IB CM messages as rdma_cm (RDMA_PS_TCP) exposes them: a REQ
 // carries 92 bytes of which rdma_cm's own header takes 36; REP 196; REJ 148.
@@ -115,6 +125,11 @@ Result<void> to_ibv_recv_wr(const RecvWr& wr, uint32_t max_sge, ibv_recv_wr* out
                             ibv_sge* sges) noexcept;
 
 DeviceCaps caps_from_attr(const char* name, const ibv_device_attr& attr);
+// ibv_async_event -> AsyncEvent, read before the event is acknowledged (the QP, CQ or SRQ it
+// names cannot be destroyed until then): the QP's number, the CQ's and SRQ's context (the
+// wrapper the provider stored there at creation), the port number. false for an event type
+// rdma-core added after this code (logged by the caller, then dropped).
+bool to_async_event(const ibv_async_event& raw, AsyncEvent* out) noexcept;
 QpState qp_state_from_ibv(ibv_qp_state state) noexcept;
 
 // rdma_cm event -> what the stack sees; nullopt for events the provider handles itself
@@ -245,6 +260,12 @@ class IbvDevice final : public Device {
   static Result<std::unique_ptr<IbvDevice>> create(ibv_context* context) noexcept;
   const DeviceCaps& caps() const noexcept override { return caps_; }
   Result<std::unique_ptr<ProtectionDomain>> allocate_pd() noexcept override;
+  // ibv_get_async_event on the context's async fd (non-blocking since create()), copied and
+  // acknowledged at once: destroying a QP, CQ or SRQ waits for the acks of its events, so an
+  // unacknowledged event would block the owner's teardown; what the event names is copied
+  // out before the ack (AsyncEvent says why its pointers are identities only).
+  bool poll_async_event(AsyncEvent* event) noexcept override;
+  int async_event_fd() const noexcept override { return async_ready_ ? context_->async_fd : -1; }
 
   ibv_context* context() const noexcept { return context_; }
   WcQuirks quirks() const noexcept { return quirks_; }
@@ -256,6 +277,7 @@ class IbvDevice final : public Device {
   DeviceCaps caps_;
   WcQuirks quirks_;
   uint32_t max_srq_sge_ = 0;
+  bool async_ready_ = false;  // the async fd is non-blocking: poll_async_event may read it
 };
 
 class IbvProtectionDomain final : public ProtectionDomain {

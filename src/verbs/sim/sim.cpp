@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -223,6 +224,36 @@ void SimDevice::remove_slot(KeySlot& slot) noexcept {
   free_indices_.push_back(slot.index);  // setup path: may allocate
 }
 
+SimDevice::SimDevice(Fabric& fabric, const DeviceCaps& caps, uint32_t first_index)
+    : fabric_(fabric), caps_(caps), slots_(first_index, nullptr), async_fd_(make_event_fd()) {}
+
+SimDevice::~SimDevice() {
+  if (async_fd_ >= 0) close(async_fd_);
+}
+
+bool SimDevice::poll_async_event(AsyncEvent* event) noexcept {
+  if (!has_async_events_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(fabric_.mu);
+  if (async_events_.empty()) return false;
+  *event = async_events_.front();
+  async_events_.pop_front();
+  if (async_events_.empty()) {
+    has_async_events_.store(false, std::memory_order_release);
+    drain_event_fd(async_fd_);
+  }
+  return true;
+}
+
+void SimDevice::raise(const AsyncEvent& event) noexcept {
+  const bool was_empty = async_events_.empty();
+  async_events_.push_back(event);  // faults and injections only: may allocate
+  ++counters.async_events;
+  has_async_events_.store(true, std::memory_order_release);
+  if (was_empty) signal_event_fd(async_fd_);
+  NVMF_DEBUGLOG(sim, "%s: async event %s (QP %u)", caps_.name.c_str(),
+                async_event_type_name(event.type), event.qp_num);
+}
+
 Result<std::unique_ptr<ProtectionDomain>> SimDevice::allocate_pd() noexcept {
   // The PD keeps the fabric (and so this device) alive while it exists.
   return std::unique_ptr<ProtectionDomain>(
@@ -373,10 +404,15 @@ void SimCq::push(const WorkCompletion& wc) noexcept {
   } else if (wc.status != WcStatus::success) {
     ++counters.error_completions;
   }
+  if (failed_) {
+    ++counters.cq_overruns;
+    return;
+  }
   if (tail_ - head_ >= depth_) {
     ++counters.cq_overruns;
     NVMF_ERRLOG(sim, "CQ overrun (depth %u): completion of wr_id 0x%" PRIx64 " dropped", depth_,
                 wc.wr_id);
+    fail();  // hardware: CQ_ERR, and the CQ writes nothing more
     return;
   }
   Entry& entry = ring_[tail_ & mask_];
@@ -394,6 +430,15 @@ void SimCq::push(const WorkCompletion& wc) noexcept {
     armed_ = false;
     signal_event_fd(event_fd_);
   }
+}
+
+void SimCq::fail() noexcept {
+  if (failed_) return;
+  failed_ = true;
+  AsyncEvent event;
+  event.type = AsyncEventType::cq_error;
+  event.cq = this;
+  device_.raise(event);
 }
 
 void SimCq::set_delay(const CompletionDelay& delay) noexcept {
@@ -569,6 +614,54 @@ Result<void> SimProvider::delay_completions(CompletionQueue& cq,
   return {};
 }
 
+Result<void> SimProvider::inject_async_event(const AsyncEvent& event) noexcept {
+  if (static_cast<size_t>(event.type) >= kAsyncEventTypeCount) {
+    return Unexpected(Errc::invalid_argument, "inject_async_event: unknown type");
+  }
+  std::lock_guard lock(fabric_->mu);
+  auto qp_of_device = [this](uint32_t qp_num) -> SimQp* {
+    for (SimCmId* id : fabric_->ids) {
+      auto* qp = static_cast<SimQp*>(id->qp());
+      if (qp != nullptr && &id->dev == device_ && qp->qp_num() == qp_num) return qp;
+    }
+    return nullptr;
+  };
+  switch (event.type) {
+    case AsyncEventType::qp_fatal:
+    case AsyncEventType::qp_request_error:
+    case AsyncEventType::qp_access_error:
+    case AsyncEventType::wq_fatal: {
+      SimQp* qp = qp_of_device(event.qp_num);
+      if (qp == nullptr)
+        return Unexpected(Errc::invalid_argument, "inject_async_event: no such QP");
+      qp->enter_error();
+      break;
+    }
+    case AsyncEventType::cq_error: {
+      // Only CQs of this device may be named; the sim keeps no CQ table, so the pointer's
+      // dynamic type and device say it.
+      auto* cq = dynamic_cast<SimCq*>(const_cast<CompletionQueue*>(event.cq));
+      if (cq == nullptr || &cq->device() != device_) {
+        return Unexpected(Errc::invalid_argument, "inject_async_event: not a CQ of this device");
+      }
+      cq->fail();  // raises the event itself
+      fabric_->progress();
+      return {};
+    }
+    case AsyncEventType::device_fatal:
+      for (SimCmId* id : fabric_->ids) {
+        if (&id->dev == device_ && id->qp() != nullptr)
+          static_cast<SimQp*>(id->qp())->enter_error();
+      }
+      break;
+    default:
+      break;
+  }
+  device_->raise(event);
+  fabric_->progress();
+  return {};
+}
+
 void SimProvider::refuse_connections(const std::string& address, uint16_t port, RefuseMode mode) {
   std::lock_guard lock(fabric_->mu);
   if (mode == RefuseMode::none) {
@@ -590,6 +683,25 @@ void SimProvider::set_unreachable(const std::string& address, bool unreachable) 
 SimCounters SimProvider::counters() const noexcept {
   std::lock_guard lock(fabric_->mu);
   return device_->counters;
+}
+
+std::vector<uint32_t> SimProvider::qp_nums() const {
+  std::vector<uint32_t> numbers;
+  std::lock_guard lock(fabric_->mu);
+  for (SimCmId* id : fabric_->ids) {
+    if (&id->dev == device_ && id->qp() != nullptr) numbers.push_back(id->qp()->qp_num());
+  }
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+const CompletionQueue* SimProvider::send_cq_of(uint32_t qp_num) const noexcept {
+  std::lock_guard lock(fabric_->mu);
+  for (SimCmId* id : fabric_->ids) {
+    auto* qp = static_cast<SimQp*>(id->qp());
+    if (&id->dev == device_ && qp != nullptr && qp->qp_num() == qp_num) return &qp->send_cq();
+  }
+  return nullptr;
 }
 
 void SimProvider::reset_counters() noexcept {

@@ -37,6 +37,12 @@
 // - Only a QP's own receive queue is flushed when it enters error; an SRQ keeps its receives.
 // - Destroying a QP frees the windows bound to it; destroying an MR with bound windows frees
 //   them (hardware would refuse with EBUSY) and logs a warning.
+// - Async events (Device::poll_async_event, an eventfd per device): a failed WQE is reported by
+//   its error CQE only, as on hardware (QP_FATAL is for errors no CQE can carry). The
+//   responder of a NAK (a refused rkey or range, a bad SEND_WITH_INV key, an injected remote
+//   status) raises QP_ACCESS_ERR / QP_REQ_ERR / QP_FATAL under the mlx5-like profiles, none
+//   under rxe (which moves the QP to error silently). A CQ overrun raises CQ_ERR and the CQ
+//   writes nothing more. SimProvider::inject_async_event raises any event with its effect.
 //
 // CM: listen / resolve / connect / accept / reject / disconnect as rdma_cm on IB or RoCE.
 // Private-data lengths are reported as rdma_cm reports them: the CM message's maximum, not what
@@ -172,7 +178,8 @@ struct SimCounters {
   uint64_t remote_access_errors = 0;  // remote accesses this device refused
   uint64_t injected_faults = 0;       // WRs failed by fail_next_wrs()
   uint64_t bytes_moved = 0;           // payload bytes of successful SEND/WRITE/READ issued here
-  uint64_t cq_overruns = 0;           // CQEs dropped because a CQ was full (a test bug)
+  uint64_t cq_overruns = 0;           // CQEs dropped: a CQ was full (a test bug) or in error
+  uint64_t async_events = 0;          // async events raised on this device (any cause)
   uint64_t connects = 0;              // connect() calls from this device
   uint64_t established = 0;
   uint64_t rejects = 0;      // connections refused or rejected (active side)
@@ -238,6 +245,16 @@ class SimProvider final : public Provider {
   Result<void> drop_connection(CmId& id) noexcept;
   // Delays the next CQEs written to `cq` (see CompletionDelay). count = 0 clears.
   Result<void> delay_completions(CompletionQueue& cq, const CompletionDelay& delay) noexcept;
+  // Raises an async event on this device, with the effect the hardware's event implies:
+  //   qp_fatal, qp_request_error, qp_access_error, wq_fatal: that QP (event.qp_num) to error
+  //     (its WRs flush; its peer notices only by the retries that now fail);
+  //   cq_error: event.cq (of this device) goes to error: every later CQE for it is lost, as
+  //     after an overrun (its QPs keep running; their completions vanish);
+  //   device_fatal: every QP of the device to error. The sim's device keeps working
+  //     afterwards, like a device its driver has reset, so tests can watch a recovery;
+  //   anything else (port_error, srq_error, ...): the event only.
+  // invalid_argument: a QP number or CQ that is not this device's.
+  Result<void> inject_async_event(const AsyncEvent& event) noexcept;
   // Makes the listener on address:port refuse (or ignore) connection requests.
   void refuse_connections(const std::string& address, uint16_t port, RefuseMode mode);
   // resolve() of this address ends in `unreachable` after its timeout.
@@ -245,6 +262,11 @@ class SimProvider final : public Provider {
 
   // --- Observation ---
   SimCounters counters() const noexcept;  // this device
+  // Live QPs of this device by number, oldest first (numbers grow): how a test finds the QP a
+  // connection got without reaching into the stack above.
+  std::vector<uint32_t> qp_nums() const;
+  // The send CQ of QP `qp_num` of this device (nullptr: none), e.g. to name it in a cq_error.
+  const CompletionQueue* send_cq_of(uint32_t qp_num) const noexcept;
   void reset_counters() noexcept;
   KeyState key_state(uint32_t key) const noexcept;  // a key of this device
 

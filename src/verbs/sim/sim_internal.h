@@ -135,10 +135,16 @@ class SimDevice final : public Device {
  public:
   // `first_index`: devices of one fabric number their keys from different bases, so that a key
   // of one device is never mistaken for a key of another in logs and tests.
-  SimDevice(Fabric& fabric, const DeviceCaps& caps, uint32_t first_index)
-      : fabric_(fabric), caps_(caps), slots_(first_index, nullptr) {}
+  SimDevice(Fabric& fabric, const DeviceCaps& caps, uint32_t first_index);
+  ~SimDevice() override;
   const DeviceCaps& caps() const noexcept override { return caps_; }
   Result<std::unique_ptr<ProtectionDomain>> allocate_pd() noexcept override;
+  // Lock-free when nothing waits (the callers poll it on a timer-like cadence).
+  bool poll_async_event(AsyncEvent* event) noexcept override;
+  int async_event_fd() const noexcept override { return async_fd_; }
+  // [L] Queues an event for poll_async_event (the device's event queue: unbounded, as the
+  // kernel's; only faults and injections add to it).
+  void raise(const AsyncEvent& event) noexcept;
 
   Fabric& fabric() const noexcept { return fabric_; }
   // Key table [L]. add assigns index and generation; lookup is by the index bits only.
@@ -159,8 +165,11 @@ class SimDevice final : public Device {
  private:
   Fabric& fabric_;
   DeviceCaps caps_;
-  std::vector<KeySlot*> slots_;        // index 0 is never used: key 0 is no key
-  std::deque<uint32_t> free_indices_;  // FIFO: a freed index is reused as late as possible
+  std::vector<KeySlot*> slots_;                // index 0 is never used: key 0 is no key
+  std::deque<uint32_t> free_indices_;          // FIFO: a freed index is reused as late as possible
+  std::deque<AsyncEvent> async_events_;        // [L]
+  std::atomic<bool> has_async_events_{false};  // !async_events_.empty(), read without the lock
+  const int async_fd_;                         // [I] eventfd, readable while events wait
 };
 
 class SimPd final : public ProtectionDomain {
@@ -229,6 +238,9 @@ class SimCq final : public CompletionQueue {
   SimDevice& device() const noexcept { return device_; }
   void push(const WorkCompletion& wc) noexcept;           // [L]
   void set_delay(const CompletionDelay& delay) noexcept;  // [L]
+  // [L] An overrun or an injected CQ_ERR: raises cq_error once; every later CQE is dropped
+  // (a CQ in error writes nothing), those already queued can still be polled.
+  void fail() noexcept;
 
  private:
   struct Entry {
@@ -247,6 +259,7 @@ class SimCq final : public CompletionQueue {
   std::atomic<bool> empty_{true};  // written [L]: head_ == tail_ (the lock-free fast path)
   uint64_t polls_ = 0;             // [L]
   bool armed_ = false;             // [L]
+  bool failed_ = false;            // [L] fail(): in error
   CompletionDelay delay_{};        // [L]
   uint32_t delay_left_ = 0;        // [L]
 };
@@ -283,8 +296,12 @@ class SimQp final : public QueuePair {
 
   // --- Used by the fabric and the CM, all [L] ---
   SimDevice& device() const noexcept { return device_; }
+  SimCq& send_cq() const noexcept { return send_cq_; }
   void connect_to(SimQp* peer, const ConnectParams& own_params) noexcept;
   void enter_error() noexcept;
+  // The responder side of a NAK: to error, and under the mlx5-like profiles the event that
+  // reports it (no CQE can: no receive WQE was consumed). rxe raises no QP events.
+  void fail_as_responder(AsyncEventType type) noexcept;
   // Called once per sim call before execution: one step of the QP's clock.
   void tick() noexcept;
   // Starts, executes and completes WQEs; true when anything changed.

@@ -51,6 +51,18 @@ bool is_remote_status(WcStatus status) noexcept {
          status == WcStatus::remote_operation_error;
 }
 
+// The async event a responder raises for the NAK it sent (no receive WQE reports it).
+AsyncEventType responder_event_of(WcStatus status) noexcept {
+  switch (status) {
+    case WcStatus::remote_access_error:
+      return AsyncEventType::qp_access_error;
+    case WcStatus::remote_invalid_request_error:
+      return AsyncEventType::qp_request_error;
+    default:  // remote_operation_error: the responder's own failure
+      return AsyncEventType::qp_fatal;
+  }
+}
+
 // Copies `length` bytes from a gather list (or a flat buffer when `flat` is set) to a scatter
 // list. The SGEs were checked, so addresses are this process's memory.
 void copy_sges(const Sge* dst, uint32_t dst_count, const Sge* src, uint32_t src_count,
@@ -263,6 +275,18 @@ void SimQp::enter_error() noexcept {
   fabric_.activate(*this);
 }
 
+void SimQp::fail_as_responder(AsyncEventType type) noexcept {
+  if (state() == QpState::error) return;  // already failed: nothing new to report
+  enter_error();
+  // mlx5 reports a responder error as an affiliated event (WQ_ACCESS_ERROR / WQ_INVAL_REQ_ERROR
+  // / WQ_CATAS_ERROR); rxe moves the QP to error silently.
+  if (!fabric_.is_mlx5_like()) return;
+  AsyncEvent event;
+  event.type = type;
+  event.qp_num = qp_num_;
+  device_.raise(event);
+}
+
 void SimQp::detach() noexcept {
   fabric_.deactivate(*this);
   if (peer_ != nullptr && peer_->peer_ == this) peer_->peer_ = nullptr;
@@ -448,7 +472,9 @@ SimQp::Exec SimQp::execute(SendWqe& wqe, uint64_t position) noexcept {
   }
   if (inject) {
     ++device_.counters.injected_faults;
-    if (is_remote_status(injected) && peer_ != nullptr) peer_->enter_error();
+    if (is_remote_status(injected) && peer_ != nullptr) {
+      peer_->fail_as_responder(responder_event_of(injected));
+    }
     fail(wqe, injected);
     return Exec::done;
   }
@@ -553,7 +579,7 @@ SimQp::Exec SimQp::execute_send(SendWqe& wqe, uint64_t position) noexcept {
         wqe.byte_len = 0;
         return Exec::done;
       }
-      peer->enter_error();
+      peer->fail_as_responder(AsyncEventType::qp_request_error);
       fail(wqe, WcStatus::remote_invalid_request_error);
       return Exec::done;
     }
@@ -617,7 +643,7 @@ void SimQp::execute_rdma(SendWqe& wqe, uint64_t position) noexcept {
       !range_within(wqe.remote_addr - slot->addr, length, slot->length)) {
     // Both sides go to error; the responder sees only flushes (VM.md, rxe G5).
     ++peer->device_.counters.remote_access_errors;
-    peer->enter_error();
+    peer->fail_as_responder(AsyncEventType::qp_access_error);
     fail(wqe, WcStatus::remote_access_error);
     return;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "options.h"
@@ -121,6 +122,7 @@ TEST(PerfOptions, HelpIsNotAnError) {
   EXPECT_NE(help.find("--sim-race-one-in"), std::string::npos);
   EXPECT_NE(help.find("with --sim-profile mlx5-2017-rare only"), std::string::npos);
   EXPECT_NE(help.find("trtype:PCIe traddr:model"), std::string::npos);
+  EXPECT_NE(help.find("-P,--qpairs-per-worker"), std::string::npos);
 }
 
 TEST(PerfOptions, BadValuesNameTheOption) {
@@ -379,6 +381,98 @@ TEST(PerfOptions, QueueEntriesFitEveryNamespaceOfAWorker) {
   EXPECT_EQ(io_queue_entries(settings, 2, &entries), "");
   EXPECT_EQ(entries, 60001u);
   EXPECT_NE(io_queue_entries(settings, 3, &entries), "");
+}
+
+TEST(PerfOptions, QpairsPerWorkerShareTheWorkersIos) {
+  EXPECT_EQ(parse({"--sim", "-w", "read"}).settings.qpairs_per_worker, 1u) << "the default";
+  // The seed-001 shape: one worker, 12 queue pairs, 8 I/Os on each.
+  const Parsed parsed = parse({"--sim", "-w", "read", "-c", "1", "-P", "12", "-q", "96"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.qpairs_per_worker, 12u);
+  EXPECT_EQ(parsed.settings.io_qpairs(), 12u);
+  EXPECT_EQ(
+      parse({"--sim", "-w", "read", "-c", "2", "--qpairs-per-worker", "6"}).settings.io_qpairs(),
+      12u);
+  // Each queue holds its share, rounded up, plus the slot a queue leaves empty.
+  EXPECT_EQ(io_qpair_commands(96, 1, 12), 8u);
+  EXPECT_EQ(io_qpair_commands(10, 1, 4), 3u) << "dealt 3, 3, 2, 2";
+  EXPECT_EQ(io_queue_entries_needed(32, 4, 2), 65u) << "all namespaces share the queue pairs";
+  uint32_t entries = 0;
+  EXPECT_EQ(io_queue_entries(parsed.settings, 1, &entries), "");
+  EXPECT_EQ(entries, 128u) << "9 needed: the default size";
+  const Parsed sized =
+      parse({"--sim", "-w", "read", "-q", "96", "-P", "2", "--io-queue-size", "49"});
+  ASSERT_EQ(sized.error, "");
+  expect_refused({"--sim", "-w", "read", "-q", "96", "-P", "2", "--io-queue-size", "48"},
+                 "needs 49");
+}
+
+TEST(PerfOptions, QpairsPerWorkerRefused) {
+  expect_refused({"--sim", "-w", "read", "-P", "0"}, "-P: 0 is not within 1..127");
+  expect_refused({"--sim", "-w", "read", "-c", "2", "-P", "64"}, "-P: 64 is not within 1..63");
+  expect_refused({"--sim", "-w", "read", "-q", "8", "-P", "12"},
+                 "-P 12: -q 8 x 1 namespaces gives a worker 8 I/Os, fewer than its queue pairs");
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "-P", "2"},
+                 "-P applies to RDMA targets, not to trtype PCIe");
+  EXPECT_EQ(parse({"--sim", "-w", "read", "-P", "many"}).code, 2) << "CLI11: not a number";
+  // A remote target's namespaces are counted after connecting; the same rule applies then.
+  const Settings remote =
+      parse({"-r", "trtype:RDMA traddr:1.2.3.4", "-w", "read", "-q", "4", "-P", "8"}).settings;
+  uint32_t entries = 0;
+  EXPECT_NE(io_queue_entries(remote, 1, &entries), "") << "4 I/Os for 8 queue pairs";
+  EXPECT_EQ(io_queue_entries(remote, 2, &entries), "") << "8 I/Os: one each";
+}
+
+TEST(PerfOptions, MemregSwitchCyclesTheSafePoliciesByDefault) {
+  const Parsed parsed = parse({"--sim", "-w", "read", "-t", "2", "--memreg-switch-every", "0.2"});
+  ASSERT_EQ(parsed.error, "");
+  const Settings& s = parsed.settings;
+  EXPECT_DOUBLE_EQ(s.memreg_switch_every_s, 0.2);
+  EXPECT_EQ(s.memreg_switch_policies,
+            (std::vector<std::string>{"global", "sagi", "max", "deferred"}));
+  EXPECT_EQ(s.memreg, "global") << "the run starts with the cycle's first";
+  EXPECT_EQ(parse({"--sim", "-w", "read"}).settings.memreg_switch_every_s, 0.0) << "off";
+
+  const Settings chosen = parse({"--sim", "-w", "read", "--memreg-switch-every", "1",
+                                 "--memreg-switch-policies", "max,unsafe,max,sagi"})
+                              .settings;
+  EXPECT_EQ(chosen.memreg_switch_policies,
+            (std::vector<std::string>{"max", "unsafe", "max", "sagi"}));
+  EXPECT_EQ(chosen.memreg, "max");
+}
+
+TEST(PerfOptions, MemregSwitchRefused) {
+  const std::vector<std::string> run = {"--sim", "-w", "read", "-t", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  for (const char* every : {"0", "-1", "nan", "inf"}) {
+    expect_refused(with({"--memreg-switch-every", every}), "is not a positive number of seconds");
+  }
+  expect_refused(with({"--memreg-switch-every", "2"}),
+                 "--memreg-switch-every 2 never switches in a run of -t 2 s");
+  expect_refused(with({"--memreg", "sagi", "--memreg-switch-every", "0.5"}),
+                 "--memreg and --memreg-switch-every exclude each other");
+  expect_refused(with({"--memreg-switch-policies", "global,sagi"}),
+                 "--memreg-switch-policies needs --memreg-switch-every");
+  const std::vector<std::pair<std::string, std::string>> cycles = {
+      {"global,fastest", "'fastest' is not one of global, unsafe, sagi, max or deferred"},
+      {"sagi", "give two policies or more"},
+      {"global,,sagi", "an empty policy name"},
+      {",sagi", "an empty policy name"},
+      {"global,sagi,", "an empty policy name"},
+      {"global,global", "global follows itself"},
+      {"sagi,global,sagi", "sagi follows itself (the cycle starts again after the last)"},
+      {"Global,sagi", "'Global' is not one of"},
+  };
+  for (const auto& [cycle, text] : cycles) {
+    expect_refused(with({"--memreg-switch-every", "0.5", "--memreg-switch-policies", cycle}), text);
+  }
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "--memreg-switch-every", "0.5"},
+                 "--memreg-switch-every applies to RDMA targets, not to trtype PCIe");
+  EXPECT_EQ(parse(with({"--memreg-switch-every", "soon"})).code, 2) << "CLI11: not a number";
 }
 
 }  // namespace

@@ -105,6 +105,59 @@ TEST(PerfReport, PcieCopiesAndSplits) {
       << table;
 }
 
+TEST(PerfReport, WorkPerIoOnTheRdmaPath) {
+  Summary summary = sample();  // 200000 I/Os
+  summary.rdma = true;
+  summary.host_work.sends = 200000;
+  summary.host_work.binds = 180000;
+  summary.host_work.local_invalidates = 180020;  // 20 more: one I/O in 10000 shows
+  summary.host_work.signaled = 380000;
+  summary.host_work.fenced = 0;
+  summary.host_work.doorbells = 150000;
+  summary.host_work.cqes_reaped = 580000;
+  nlohmann::ordered_json json = summary_json(summary);
+  std::vector<std::string> names = keys(json);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 2, names.end()),
+            (std::vector<std::string>{"host_work", "per_io"}));
+  EXPECT_EQ(keys(json["host_work"]),
+            (std::vector<std::string>{"send", "bind_mw", "local_inv", "signaled", "fenced",
+                                      "doorbells", "cqes_reaped"}));
+  EXPECT_EQ(json["host_work"]["local_inv"].get<uint64_t>(), 180020u);
+  EXPECT_EQ(keys(json["per_io"]),
+            (std::vector<std::string>{"send", "bind_mw", "local_inv", "wrs", "signaled", "fenced",
+                                      "doorbells", "cqes_reaped"}));
+  const auto parsed = nlohmann::json::parse(json.dump());
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["send"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["bind_mw"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["local_inv"].get<double>(), 0.9001);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["wrs"].get<double>(), 2.8001);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["signaled"].get<double>(), 1.9);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["fenced"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["doorbells"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(parsed["per_io"]["cqes_reaped"].get<double>(), 2.9);
+  std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("per I/O: 2.80 WRs (1.00 SEND, 0.90 BIND_MW, 0.90 LOCAL_INV), 1.90 "
+                       "signaled, 0.00 fenced, 0.75 doorbells, 2.90 CQEs reaped\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("sim:"), std::string::npos) << "no sim line without --sim";
+
+  // --sim: the simulated HCAs' work as well, 2180000 steps over 200000 I/Os.
+  summary.sim = true;
+  summary.sim_work = {600000, 580000, 600000, 400000};
+  json = summary_json(summary);
+  names = keys(json);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 3, names.end()),
+            (std::vector<std::string>{"host_work", "sim_work", "per_io"}));
+  EXPECT_EQ(json["sim_work"]["host"]["wrs"].get<uint64_t>(), 600000u);
+  EXPECT_EQ(json["sim_work"]["target"]["cqes"].get<uint64_t>(), 400000u);
+  EXPECT_DOUBLE_EQ(json["per_io"]["sim_work_steps"].get<double>(), 10.9);
+  table = format_table({}, summary);
+  EXPECT_NE(table.find("; sim: 10.90 work steps (WRs taken + CQEs written)\n"), std::string::npos)
+      << table;
+  EXPECT_FALSE(summary_json(Summary{}).contains("per_io")) << "only on the RDMA path";
+}
+
 TEST(PerfReport, MoreKeysGoAfterTheFixedOnes) {
   nlohmann::ordered_json json = summary_json(sample());
   json["config"] = {{"workload", "randrw"}};
@@ -156,6 +209,40 @@ TEST(PerfReport, TableHasRowsTotalAndCounters) {
   EXPECT_NE(table.find("7 busy retries"), std::string::npos) << table;
   EXPECT_NE(table.find("3 QP errors"), std::string::npos) << table;
   EXPECT_NE(table.find("2 MW bind errors"), std::string::npos) << table;
+}
+
+TEST(PerfReport, MemregSwitchingInTheTableAndTheJson) {
+  Summary summary = sample();
+  EXPECT_FALSE(summary_json(summary).contains("memreg_switches")) << "only when switching";
+  EXPECT_EQ(format_table({}, summary).find("memreg switches"), std::string::npos);
+  MemregSwitching& switching = summary.memreg_switching;
+  switching.on = true;
+  switching.switches = 40;
+  switching.failures = 1;
+  // Two workers book the same cycle; a policy named twice in it is one entry.
+  for (int worker = 0; worker < 2; ++worker) {
+    switching.add_seconds("global", 0.5);
+    switching.add_seconds("sagi", 0.25);
+    switching.add_seconds("global", 0.25);
+    switching.add_seconds("deferred", 0.5);
+  }
+  ASSERT_EQ(switching.policies, (std::vector<std::string>{"global", "sagi", "deferred"}));
+  EXPECT_DOUBLE_EQ(switching.share(0), 0.5);
+  EXPECT_DOUBLE_EQ(switching.share(1), 1.0 / 6);
+  const std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("memreg switches: 40 (1 failed); time per policy: global 50.0%, sagi "
+                       "16.7%, deferred 33.3%\n"),
+            std::string::npos)
+      << table;
+  const nlohmann::ordered_json json = summary_json(summary);
+  EXPECT_EQ(json["memreg_switches"], 40);
+  EXPECT_EQ(json["memreg_switch_failures"], 1);
+  EXPECT_EQ(keys(json["memreg_time_share"]),
+            (std::vector<std::string>{"global", "sagi", "deferred"}));
+  EXPECT_DOUBLE_EQ(json["memreg_time_share"]["sagi"].get<double>(), 0.1667);
+  MemregSwitching no_time;
+  no_time.add_seconds("max", 0);
+  EXPECT_EQ(no_time.share(0), 0.0) << "no time booked: 0, not NaN";
 }
 
 TEST(PerfReport, ExitStatus) {

@@ -221,6 +221,60 @@ TEST(KeyPolicy, PoolIsDepthWindowsAndTwiceThatForDeferred) {
   }
 }
 
+TEST(KeyPolicy, SupportedSaysWhatCreateCanBuild) {
+  for (KeyPolicyKind kind : kAllKinds) {
+    for (bool windows : {true, false}) {
+      SCOPED_TRACE(std::string(key_policy_name(kind)) + (windows ? " with" : " without") +
+                   " type-2 windows");
+      FakePd pd;
+      test::LogCapture log;
+      const bool created = static_cast<bool>(KeyPolicy::create(pd, fake_caps(windows), {kind, 2}));
+      EXPECT_EQ(KeyPolicy::supported(kind, fake_caps(windows)), created);
+      EXPECT_EQ(created, windows || kind == KeyPolicyKind::global);
+    }
+  }
+}
+
+// What a key policy switch waits for (HostQueue drains until 0): windows whose key the HCA may
+// still use, because an I/O holds them or their signaled LOCAL_INV is outstanding.
+TEST(KeyPolicy, WindowsInUseCountsBoundAndInvalidatingWindowsOnly) {
+  Bench sagi(KeyPolicyKind::sagi, 3);
+  ASSERT_NE(sagi.policy, nullptr);
+  EXPECT_EQ(sagi.policy->windows_in_use(), 0u);
+  const Grant first = sagi.grant_and_post();
+  const Grant second = sagi.grant_and_post();
+  EXPECT_EQ(sagi.policy->windows_in_use(), 2u);
+  (void)sagi.policy->on_response(first.window, false, 0);  // invalidating now
+  EXPECT_EQ(sagi.policy->windows_in_use(), 2u);
+  sagi.policy->on_local_inv_done(first.window);
+  EXPECT_EQ(sagi.policy->windows_in_use(), 1u);
+  sagi.policy->on_abandoned(second.window);  // its WRs are back: nothing uses the key
+  EXPECT_EQ(sagi.policy->windows_in_use(), 0u);
+  const Grant third = sagi.grant_and_post();
+  (void)sagi.policy->on_response(third.window, true, third.rkey);  // remote invalidation
+  EXPECT_EQ(sagi.policy->windows_in_use(), 0u);
+
+  // unsafe and max free the window at the response (their LOCAL_INV is unsignaled); deferred
+  // keeps it until its signaled LOCAL_INV completes.
+  for (KeyPolicyKind kind : kWindowKinds) {
+    if (kind == KeyPolicyKind::sagi) continue;
+    SCOPED_TRACE(key_policy_name(kind));
+    Bench bench(kind, 2);
+    ASSERT_NE(bench.policy, nullptr);
+    const Grant granted = bench.grant_and_post();
+    EXPECT_EQ(bench.policy->windows_in_use(), 1u);
+    (void)bench.policy->on_response(granted.window, false, 0);
+    const bool deferred = kind == KeyPolicyKind::deferred;
+    EXPECT_EQ(bench.policy->windows_in_use(), deferred ? 1u : 0u);
+    if (deferred) bench.policy->on_local_inv_done(granted.window);
+    EXPECT_EQ(bench.policy->windows_in_use(), 0u);
+  }
+  Bench global(KeyPolicyKind::global, 2);
+  ASSERT_NE(global.policy, nullptr);
+  (void)global.grant();
+  EXPECT_EQ(global.policy->windows_in_use(), 0u);
+}
+
 TEST(KeyPolicy, FailedWindowAllocationKeepsNothing) {
   FakePd pd;
   pd.allocations_left = 2;

@@ -9,6 +9,8 @@ FakeQueue::FakeQueue(Target& target, reactor::Reactor& reactor, uint32_t queue_d
   TransportOps ops;
   ops.request_complete = &FakeQueue::on_complete;
   ops.qpair_disconnect = &FakeQueue::on_disconnect;
+  ops.request_released = &FakeQueue::on_released;
+  ops.abort_request = &FakeQueue::on_abort;
   ops.ctx = this;
   auto created = target_.create_qpair(reactor, ops, queue_depth);
   EXPECT_TRUE(created.has_value());
@@ -17,9 +19,9 @@ FakeQueue::FakeQueue(Target& target, reactor::Reactor& reactor, uint32_t queue_d
 
 FakeQueue::~FakeQueue() { EXPECT_TRUE(qpair_ == nullptr) << "queue pair not destroyed"; }
 
-bool FakeQueue::destroy() {
+bool FakeQueue::destroy(StuckCommands stuck) {
   if (qpair_ == nullptr) return true;
-  auto destroyed = target_.destroy_qpair(*qpair_);
+  auto destroyed = target_.destroy_qpair(*qpair_, stuck);
   if (!destroyed) return false;
   qpair_ = nullptr;
   return true;
@@ -35,8 +37,68 @@ FakeQueue::Slot& FakeQueue::free_slot() {
 
 uint16_t FakeQueue::submit(spec::Sqe sqe, const std::vector<uint8_t>& h2c, uint32_t c2h_length,
                            unsigned segments) {
+  Slot& slot = prepare(sqe, h2c, c2h_length, segments);
+  execute(slot.req);
+  return slot.cid;
+}
+
+uint16_t FakeQueue::hold(spec::Sqe sqe, bool in_transfer, const std::vector<uint8_t>& h2c) {
+  Slot& slot = prepare(sqe, h2c, 0, 1);
+  slot.held = in_transfer ? Held::in_transfer : Held::waiting;
+  return slot.cid;
+}
+
+void FakeQueue::end_transfer(uint16_t cid) {
+  for (auto& slot : slots_) {
+    if (!slot->busy || slot->cid != cid || slot->held == Held::no) continue;
+    const bool aborted = slot->held == Held::in_transfer_aborted;
+    slot->held = Held::no;
+    if (aborted) {
+      refuse_aborted(slot->req);
+    } else {
+      execute(slot->req);
+    }
+    return;
+  }
+  ADD_FAILURE() << "CID " << cid << " is not held";
+}
+
+TransportAbort FakeQueue::on_abort(void* ctx, Qpair& qpair, uint16_t cid) {
+  auto* queue = static_cast<FakeQueue*>(ctx);
+  EXPECT_EQ(&qpair, queue->qpair_);
+  ++queue->abort_queries_;
+  for (auto& slot : queue->slots_) {
+    if (!slot->busy || slot->cid != cid) continue;
+    switch (slot->held) {
+      case Held::waiting:
+        slot->held = Held::no;
+        refuse(slot->req, spec::generic_status(spec::sc_generic::abort_requested));
+        return TransportAbort::aborted;
+      case Held::in_transfer:
+      case Held::in_transfer_aborted:
+        slot->held = Held::in_transfer_aborted;
+        return TransportAbort::after_transfer;
+      case Held::no:
+        break;
+    }
+  }
+  return TransportAbort::not_found;
+}
+
+void FakeQueue::on_released(void* ctx, Request& req) {
+  auto* queue = static_cast<FakeQueue*>(ctx);
+  auto* slot = static_cast<Slot*>(req.transport_ctx);
+  EXPECT_NE(slot, nullptr);
+  EXPECT_EQ(req.state, RequestState::free);
+  ++queue->released_;
+  if (slot != nullptr) slot->busy = false;
+}
+
+FakeQueue::Slot& FakeQueue::prepare(spec::Sqe sqe, const std::vector<uint8_t>& h2c,
+                                    uint32_t c2h_length, unsigned segments) {
   Slot& slot = free_slot();
   slot.busy = true;
+  slot.held = Held::no;
   slot.cid = next_cid_++;
   if (next_cid_ == 0) next_cid_ = 1;
   sqe.cid = slot.cid;
@@ -58,8 +120,7 @@ uint16_t FakeQueue::submit(spec::Sqe sqe, const std::vector<uint8_t>& h2c, uint3
       ++req.iovcnt;
     }
   }
-  execute(req);
-  return sqe.cid;
+  return slot;
 }
 
 uint16_t FakeQueue::submit_with_length(spec::Sqe sqe, uint32_t length,

@@ -69,20 +69,37 @@ class FakeQueue {
   const std::vector<std::pair<uint16_t, Completion>>& completions() const { return completions_; }
   Request* request(uint16_t cid) const;  // the in-flight Request of `cid`, or nullptr
   int disconnects() const { return disconnects_; }
-  // Destroys the qpair; false while the core still has requests inside a bdev.
-  bool destroy();
+  // Destroys the qpair; false while the core still has requests inside a bdev (until the
+  // teardown timeout, or at once with StuckCommands::abandon).
+  bool destroy(StuckCommands stuck = StuckCommands::wait);
   bool destroyed() const { return qpair_ == nullptr; }
+  // Requests the core lent to a bdev and gave back (TransportOps::request_released).
+  int released() const { return released_; }
+
+  // A command this transport keeps before execute(), as the RDMA transport does: waiting for
+  // a data buffer (`in_transfer` false: an Abort answers it at once) or with its data on the
+  // way (`in_transfer` true: an Abort is answered when end_transfer() runs).
+  uint16_t hold(spec::Sqe sqe, bool in_transfer, const std::vector<uint8_t>& h2c = {});
+  // The held command's data is here: execute() it, or refuse_aborted() if an Abort came.
+  void end_transfer(uint16_t cid);
+  int abort_queries() const { return abort_queries_; }
 
  private:
+  enum class Held : uint8_t { no, waiting, in_transfer, in_transfer_aborted };
   struct Slot {
     Request req;
     std::vector<uint8_t> buffer;
     uint16_t cid = 0;
     bool busy = false;
+    Held held = Held::no;
   };
   static void on_complete(void* ctx, Request& req);
   static void on_disconnect(void* ctx, Qpair& qpair);
+  static void on_released(void* ctx, Request& req);
+  static TransportAbort on_abort(void* ctx, Qpair& qpair, uint16_t cid);
   Slot& free_slot();
+  Slot& prepare(spec::Sqe sqe, const std::vector<uint8_t>& h2c, uint32_t c2h_length,
+                unsigned segments);
 
   Target& target_;
   reactor::Reactor& reactor_;
@@ -91,6 +108,8 @@ class FakeQueue {
   std::vector<std::pair<uint16_t, Completion>> completions_;
   uint16_t next_cid_ = 1;
   int disconnects_ = 0;
+  int released_ = 0;
+  int abort_queries_ = 0;
 };
 
 // Wire helpers (host side).

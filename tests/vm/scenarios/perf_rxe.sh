@@ -4,10 +4,15 @@
 # namespace (a file on a guest tmpfs). nvmf_perf runs 50/50 random 8 KiB I/O with every read
 # verified against each namespace under each memory-registration policy (global, unsafe, sagi,
 # max, deferred; 8 KiB > the 4 KiB in-capsule limit, so reads and writes both use the key or
-# window), plus the in-capsule path (4 KiB, 70/30, global) once. Under rxe the target answers
-# with SEND_WITH_INVALIDATE, so unsafe must pass too. Passes when every run did I/O with zero
-# errors, verify failures, reconnects, QP and bind errors, nvmf_tgt logged no error and both
-# programs stop cleanly.
+# window), plus the in-capsule path (4 KiB, 70/30, global) once, and one run whose queue pair
+# switches policy every 0.25 s under load (--memreg-switch-every: counted switches, no failure). Under rxe the target answers
+# with SEND_WITH_INVALIDATE, so unsafe must pass too. Last, the seed-001 workload
+# (../shared/seeds/001_a840c731d0cd7af2.txt: a null device, 12 queues of depth 8, sequential
+# 4 KiB reads) against a third subsystem with a null namespace: one worker with 12 I/O queue
+# pairs (-P 12), 8 I/Os on each (-q 96), printed as one line `seed001: iops=N mibps=X ...`
+# for tools/bench/seed-table.sh (SEED_TABLE_RXE_SEED001=logs/seed001.json). Passes when every
+# run did I/O with zero errors, verify failures, reconnects, QP and bind errors, nvmf_tgt
+# logged no error and both programs stop cleanly.
 #   perf_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS_PER_RUN (3)]]]   (binaries: default from NVMF_BUILD_DIR)
 # Runs inside the guest only (vm-run.sh perf_rxe).
 set -euo pipefail
@@ -36,7 +41,22 @@ files="$(mktemp -d)"
 mount -t tmpfs -o size=96m tmpfs "$files"   # the uring bdev's file lives here
 
 tgt_write_config "$logs/nvmf_tgt.json" "$files"
-step "nvmf_tgt: $MALLOC_NQN (malloc) and $FILE_NQN (uring on tmpfs), interrupt mode"
+# The seed-001 subsystem: a null namespace (1 TiB of 512-byte blocks, nothing stored), deep
+# enough for the 96 I/Os of the run.
+NULL_NQN=nqn.2026-11.io.nvmf-vm:null0
+python3 - "$logs/nvmf_tgt.json" "$NULL_NQN" "$ADDR" <<'PY'
+import json, sys
+path, nqn, addr = sys.argv[1:4]
+config = json.load(open(path))
+config["bdevs"].append({"type": "null", "name": "Null0", "block_size": 512,
+                        "num_blocks": 2 ** 31, "queue_depth": 256})
+config["subsystems"].append({
+    "nqn": nqn, "serial_number": "NVMFVMNULL01", "model_number": "nvmf-vm null",
+    "allow_any_host": True, "namespaces": [{"nsid": 1, "bdev": "Null0"}],
+    "listeners": [{"adrfam": "ipv4", "traddr": addr, "trsvcid": "4420"}]})
+json.dump(config, open(path, "w"), indent=2)
+PY
+step "nvmf_tgt: $MALLOC_NQN (malloc), $FILE_NQN (uring on tmpfs), $NULL_NQN (null), interrupt mode"
 tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt.log" --mode interrupt --reactors 1
 
 PERF="$perf" PERF_SECONDS="$seconds" PERF_LOGS="$logs"
@@ -49,6 +69,31 @@ for policy in global unsafe sagi max deferred; do
   perf_run "file-$policy" "$FILE_NQN" -w randrw -M 50 -q 16 -o 8192 --memreg "$policy" --verify
 done
 
+# Live key policy switching over rxe: every 0.25 s the queue pair drains, switches to the next
+# safe policy (global -> sagi -> max -> deferred -> global ...) and resumes, under verified I/O.
+# perf_run checks zero errors, verify failures, reconnects, QP and bind errors; the JSON must
+# count the switches (4 asked for per second: at least 2 per second done) and no failure.
+perf_run malloc-memreg-switch "$MALLOC_NQN" -w randrw -M 50 -q 16 -o 8192 --verify \
+  --memreg-switch-every 0.25
+python3 - "$logs/malloc-memreg-switch.json" "$seconds" <<'PY' || fail "malloc-memreg-switch: too few switches or a failed one"
+import json, sys
+r = json.load(open(sys.argv[1]))
+switches, failed = r["memreg_switches"], r["memreg_switch_failures"]
+print(f"malloc-memreg-switch: {switches} switches, {failed} failed, time share {r['memreg_time_share']}")
+sys.exit(0 if switches >= 2 * int(sys.argv[2]) and failed == 0 else 1)
+PY
+
+# seed001: 12 queue pairs of depth 8 on one worker, sequential 4 KiB reads of the null device.
+perf_run seed001 "$NULL_NQN" -c 1 -P 12 -q 96 -w read -o 4096
+python3 - "$logs/seed001.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["config"]
+print(f"seed001: iops={r['iops']:.0f} mibps={r['mibps']:.1f} qpairs={c['cores'] * c['qpairs_per_worker']} "
+      f"qd_per_qpair={c['queue_depth'] // c['qpairs_per_worker']} seconds={c['time_s']} "
+      f"lat_avg_us={r['lat_us']['avg']} errors={r['errors']} json={sys.argv[1]}")
+PY
+
 step "stopping nvmf_tgt"
 tgt_stop
 tgt_check_log
@@ -57,4 +102,4 @@ printf 'perf_rxe: results\n%s' "$PERF_SUMMARY"
 # Last, one nvmf_perf table as the program prints it (scripts/quickstart.sh shows the tail).
 echo "perf_rxe: nvmf_perf's table of the malloc-incapsule run (4 KiB, 70/30, verified):"
 perf_table malloc-incapsule
-echo "perf_rxe: PASS: $PERF_RUNS verified nvmf_perf runs (malloc and uring namespaces, every memreg policy) against nvmf_tgt over rxe0"
+echo "perf_rxe: PASS: $PERF_RUNS nvmf_perf runs (malloc and uring namespaces verified under every memreg policy; the seed-001 null run) against nvmf_tgt over rxe0"

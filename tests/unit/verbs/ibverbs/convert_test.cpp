@@ -388,5 +388,57 @@ TEST(ConnectParamMapping, CopiesParametersAndClampsReadDepthsToTheDevice) {
   EXPECT_FALSE(clamped);
 }
 
+TEST(AsyncEventMapping, TakesWhatEachSubjectNamesBeforeTheAck) {
+  // Hand-made rdma-core objects: a QP event names the QP by number, CQ and SRQ events by the
+  // context the provider stored at creation (the interface's object), port events by port.
+  ibv_qp qp{};
+  qp.qp_num = 0x2A;
+  ibv_async_event raw{};
+  raw.event_type = IBV_EVENT_QP_FATAL;
+  raw.element.qp = &qp;
+  AsyncEvent out;
+  ASSERT_TRUE(to_async_event(raw, &out));
+  EXPECT_EQ(out.type, AsyncEventType::qp_fatal);
+  EXPECT_EQ(out.qp_num, 0x2Au);
+  EXPECT_EQ(out.cq, nullptr);
+
+  int cq_wrapper = 0;  // stands for the CompletionQueue in cq_context
+  ibv_cq cq{};
+  cq.cq_context = &cq_wrapper;
+  raw = ibv_async_event{};
+  raw.event_type = IBV_EVENT_CQ_ERR;
+  raw.element.cq = &cq;
+  ASSERT_TRUE(to_async_event(raw, &out));
+  EXPECT_EQ(out.type, AsyncEventType::cq_error);
+  EXPECT_EQ(static_cast<const void*>(out.cq), &cq_wrapper);
+  EXPECT_EQ(out.qp_num, 0u);
+
+  int srq_wrapper = 0;
+  ibv_srq srq{};
+  srq.srq_context = &srq_wrapper;
+  raw = ibv_async_event{};
+  raw.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+  raw.element.srq = &srq;
+  ASSERT_TRUE(to_async_event(raw, &out));
+  EXPECT_EQ(out.type, AsyncEventType::srq_limit_reached);
+  EXPECT_EQ(static_cast<const void*>(out.srq), &srq_wrapper);
+
+  raw = ibv_async_event{};
+  raw.event_type = IBV_EVENT_PORT_ERR;
+  raw.element.port_num = 2;
+  ASSERT_TRUE(to_async_event(raw, &out));
+  EXPECT_EQ(out.type, AsyncEventType::port_error);
+  EXPECT_EQ(out.port_num, 2u);
+
+  raw = ibv_async_event{};
+  raw.event_type = IBV_EVENT_DEVICE_FATAL;
+  ASSERT_TRUE(to_async_event(raw, &out));
+  EXPECT_EQ(out.type, AsyncEventType::device_fatal);
+  EXPECT_STREQ(async_event_type_name(out.type), "DEVICE_FATAL");
+
+  raw.event_type = static_cast<ibv_event_type>(IBV_EVENT_WQ_FATAL + 1);  // newer rdma-core
+  EXPECT_FALSE(to_async_event(raw, &out));
+}
+
 }  // namespace
 }  // namespace nvmf::verbs::ibverbs

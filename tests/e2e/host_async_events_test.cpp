@@ -1,0 +1,347 @@
+// Device async events end to end, injected on the sim (SimProvider::inject_async_event):
+// on the target's device (QP fatal closes exactly that queue pair and the host reconnects; a
+// CQ error closes the queue pairs on that CQ and later ones get a new CQ; a device fatal error
+// closes everything and stops listening), and on the host's device (QP fatal, CQ error and
+// device fatal start the host's error recovery; nothing is lost, every callback runs once).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "host_fixture.h"
+#include "log_capture.h"
+
+namespace nvmf::e2e {
+namespace {
+
+constexpr uint32_t kBlock = 512;
+constexpr uint32_t kIoBlocks = 9;  // 4.5 KiB: above the in-capsule size, read by RDMA
+constexpr uint32_t kCommands = 16;
+
+using verbs::AsyncEvent;
+using verbs::AsyncEventType;
+
+AsyncEvent qp_event(AsyncEventType type, uint32_t qp_num) {
+  AsyncEvent event;
+  event.type = type;
+  event.qp_num = qp_num;
+  return event;
+}
+
+// The QP numbers in `after` that are not in `before` (both sorted: SimProvider::qp_nums).
+std::vector<uint32_t> added(const std::vector<uint32_t>& before,
+                            const std::vector<uint32_t>& after) {
+  std::vector<uint32_t> out;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(out));
+  return out;
+}
+
+size_t lines_with(const test::LogCapture& log, const std::string& text) {
+  size_t n = 0;
+  for (const std::string& line : log.lines()) n += line.find(text) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+// Every captured line, for a failure message.
+std::string all_lines(const test::LogCapture& log) {
+  std::string text;
+  for (const std::string& line : log.lines()) text += line;
+  return text;
+}
+
+class HostAsyncEventsTest : public HostFixture {
+ protected:
+  static host::ControllerOpts recovery_opts() {
+    host::ControllerOpts opts = controller_opts(2);
+    opts.reconnect_delay_ms = 200;
+    opts.ctrl_loss_timeout_ms = 5000;
+    return opts;
+  }
+
+  // A new I/O qpair and the QP numbers its connection got on the target and on the host.
+  struct Queue {
+    std::unique_ptr<host::IoQpair> qpair;
+    uint32_t target_qp = 0;
+    uint32_t host_qp = 0;
+  };
+  Queue alloc_watched(host::Controller& controller) {
+    const auto target_before = target_provider_->qp_nums();
+    const auto host_before = host_provider_->qp_nums();
+    Queue queue;
+    queue.qpair = alloc_qpair(controller);
+    const auto target_new = added(target_before, target_provider_->qp_nums());
+    const auto host_new = added(host_before, host_provider_->qp_nums());
+    EXPECT_EQ(target_new.size(), 1u);
+    EXPECT_EQ(host_new.size(), 1u);
+    if (!target_new.empty()) queue.target_qp = target_new.front();
+    if (!host_new.empty()) queue.host_qp = host_new.front();
+    return queue;
+  }
+
+  // Rounds of every qpair, the admin queue and the target, the fake clock moving `step_ms`.
+  template <typename Done>
+  bool run_with_time(host::Controller* controller, const std::vector<host::IoQpair*>& qpairs,
+                     Done done, uint64_t step_ms = 20, int max_rounds = 20000) {
+    for (int i = 0; i < max_rounds && !done(); ++i) {
+      for (host::IoQpair* qpair : qpairs) qpair->process_completions();
+      if (controller != nullptr) controller->process_admin_completions();
+      harness_.poll_round();
+      harness_.clock().advance_ms(step_ms);
+    }
+    return done();
+  }
+
+  // kCommands writes of a pattern, all in flight; returns their completions.
+  void write_all(host::Namespace& ns, host::IoQpair& qpair, DmaBuffer& data,
+                 std::vector<Completion>& completions, uint32_t seed) {
+    const size_t io_bytes = size_t{kIoBlocks} * kBlock;
+    fill_pattern(data.data(), io_bytes * kCommands, seed);
+    completions.assign(kCommands, Completion{});
+    for (uint32_t i = 0; i < kCommands; ++i) {
+      ASSERT_TRUE(ns.write(qpair, data.data() + i * io_bytes, uint64_t{i} * kIoBlocks, kIoBlocks,
+                           &on_complete, &completions[i]));
+    }
+  }
+
+  // Reads back what write_all wrote and checks it.
+  ::testing::AssertionResult read_back(host::Namespace& ns, host::IoQpair& qpair, uint32_t seed) {
+    const size_t bytes = size_t{kIoBlocks} * kBlock * kCommands;
+    DmaBuffer back(*host_, bytes);
+    if (!back) return ::testing::AssertionFailure() << "no DMA memory";
+    auto read = run_io(qpair, [&](host::IoCallback cb, void* ctx) {
+      return ns.read(qpair, back.data(), 0, kIoBlocks * kCommands, cb, ctx);
+    });
+    if (!read) return read;
+    return has_pattern(back.data(), bytes, seed);
+  }
+
+  static ::testing::AssertionResult each_once_and_ok(const std::vector<Completion>& completions) {
+    for (size_t i = 0; i < completions.size(); ++i) {
+      if (completions[i].calls != 1 || !completions[i].status.is_success()) {
+        return ::testing::AssertionFailure()
+               << "command " << i << ": " << completions[i].calls << " calls, status "
+               << describe(completions[i].status);
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  uint64_t target_events(AsyncEventType type) const {
+    return transport_->stats().async_event_count(type);
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Target's device
+
+TEST_F(HostAsyncEventsTest, TargetQpFatalClosesExactlyThatQueuePairAndTheHostReconnects) {
+  auto controller = connect(kNqn512, recovery_opts());
+  ASSERT_NE(controller, nullptr);
+  Queue first = alloc_watched(*controller);
+  Queue second = alloc_watched(*controller);
+  ASSERT_TRUE(first.qpair && second.qpair);
+  host::Namespace* ns = controller->ns(1);
+  ASSERT_NE(ns, nullptr);
+  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
+  ASSERT_TRUE(data);
+  std::vector<Completion> completions;
+  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *first.qpair, data, completions, 3));
+  ASSERT_TRUE(run_until({first.qpair.get()}, [&] { return all_called(completions); }));
+  const uint64_t accepted = transport_->stats().connects_accepted;
+
+  // The host is idle: only the target's answer to the event (closing that queue pair, which
+  // the host sees as a disconnect) can make it reconnect.
+  test::LogCapture log;
+  ASSERT_TRUE(
+      target_provider_->inject_async_event(qp_event(AsyncEventType::qp_fatal, first.target_qp)));
+  ASSERT_TRUE(run_with_time(
+      controller.get(), {first.qpair.get(), second.qpair.get()},
+      [&] { return first.qpair->stats().reconnects == 1 && first.qpair->connected(); }))
+      << "reconnects " << first.qpair->stats().reconnects;
+  EXPECT_TRUE(each_once_and_ok(completions));
+  EXPECT_EQ(target_events(AsyncEventType::qp_fatal), 1u);
+  EXPECT_EQ(transport_->stats().connects_accepted, accepted + 1) << "one reconnect";
+  EXPECT_EQ(lines_with(log, "QP_FATAL async event on device sim0"), 1u) << all_lines(log);
+  // Exactly that queue pair: the other and the admin queue never noticed.
+  EXPECT_EQ(second.qpair->stats().qp_errors, 0u);
+  EXPECT_EQ(second.qpair->stats().reconnects, 0u);
+  EXPECT_TRUE(controller->connected());
+  EXPECT_TRUE(read_back(*ns, *first.qpair, 3));
+  EXPECT_TRUE(read_back(*ns, *second.qpair, 3));
+}
+
+TEST_F(HostAsyncEventsTest, TargetCqErrorClosesTheQueuePairsOnItAndLaterOnesGetANewCq) {
+  auto controller = connect(kNqn512, recovery_opts());  // admin: reactor 0's group
+  ASSERT_NE(controller, nullptr);
+  const std::vector<uint32_t> admin_qps = target_provider_->qp_nums();
+  ASSERT_EQ(admin_qps.size(), 1u);
+  const verbs::CompletionQueue* admin_cq = target_provider_->send_cq_of(admin_qps[0]);
+  Queue first = alloc_watched(*controller);  // reactor 1's group
+  ASSERT_TRUE(first.qpair);
+  const verbs::CompletionQueue* failed_cq = target_provider_->send_cq_of(first.target_qp);
+  ASSERT_NE(failed_cq, nullptr);
+  ASSERT_NE(failed_cq, admin_cq);
+  host::Namespace* ns = controller->ns(1);
+  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
+  ASSERT_TRUE(data);
+  std::vector<Completion> completions;
+  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *first.qpair, data, completions, 5));
+  first.qpair->process_completions();  // the capsules go out
+  harness_.poll_round();               // the target starts on them
+
+  test::LogCapture log;
+  AsyncEvent cq_error;
+  cq_error.type = AsyncEventType::cq_error;
+  cq_error.cq = failed_cq;
+  ASSERT_TRUE(target_provider_->inject_async_event(cq_error));
+  ASSERT_TRUE(run_with_time(controller.get(), {first.qpair.get()},
+                            [&] {
+                              return all_called(completions) &&
+                                     first.qpair->stats().reconnects == 1 &&
+                                     first.qpair->connected();
+                            }))
+      << "reconnects " << first.qpair->stats().reconnects;
+  EXPECT_TRUE(each_once_and_ok(completions));
+  EXPECT_EQ(target_events(AsyncEventType::cq_error), 1u);
+  EXPECT_EQ(lines_with(log, "device sim0: CQ_ERR"), 1u);
+  EXPECT_TRUE(controller->connected()) << "the admin queue is on another CQ";
+
+  // The reconnect went to reactor 0; the next queue pair lands on reactor 1 again and gets a
+  // new CQ there (neither the failed one nor reactor 0's).
+  Queue second = alloc_watched(*controller);
+  ASSERT_TRUE(second.qpair);
+  const verbs::CompletionQueue* second_cq = target_provider_->send_cq_of(second.target_qp);
+  EXPECT_NE(second_cq, failed_cq);
+  EXPECT_NE(second_cq, admin_cq);
+  EXPECT_TRUE(read_back(*ns, *second.qpair, 5));
+  EXPECT_TRUE(read_back(*ns, *first.qpair, 5));
+}
+
+TEST_F(HostAsyncEventsTest, TargetDeviceFatalClosesEverythingAndStopsListening) {
+  auto controller = connect(kNqn512, recovery_opts());
+  ASSERT_NE(controller, nullptr);
+  Queue first = alloc_watched(*controller);
+  ASSERT_TRUE(first.qpair);
+  ASSERT_TRUE(transport_->listening(kHostTargetAddress, kHostTargetPort));
+
+  test::LogCapture log;
+  AsyncEvent fatal;
+  fatal.type = AsyncEventType::device_fatal;
+  ASSERT_TRUE(target_provider_->inject_async_event(fatal));
+  // Only the target runs: it closes everything by itself (the sim's host would otherwise
+  // notice its peer QPs in error at once, faster than any real transport retry).
+  ASSERT_TRUE(run_with_time(
+      nullptr, {},
+      [&] {
+        return target_events(AsyncEventType::device_fatal) == 1 &&
+               transport_->connection_count() == 0;
+      },
+      0));
+  EXPECT_EQ(target_events(AsyncEventType::device_fatal), 1u);
+  EXPECT_FALSE(transport_->listening(kHostTargetAddress, kHostTargetPort));
+  EXPECT_EQ(lines_with(log, "DEVICE_FATAL: closing its 2 connections and 1 listeners"), 1u)
+      << all_lines(log);
+  EXPECT_TRUE(log.contains("restart nvmf_tgt"));
+  ASSERT_TRUE(run_with_time(
+      controller.get(), {first.qpair.get()}, [&] { return !controller->connected(); }, 0));
+  // Nobody gets in again: the listener is gone.
+  std::string message;
+  auto again = host_->connect(trid(kNqn512), controller_opts(), &message);
+  EXPECT_FALSE(again) << "connected to a target whose device failed";
+}
+
+// ---------------------------------------------------------------------------------------
+// Host's device
+
+TEST_F(HostAsyncEventsTest, HostQpFatalOnAnIoQueueReconnectsAndLosesNothing) {
+  auto controller = connect(kNqn512, recovery_opts());
+  ASSERT_NE(controller, nullptr);
+  Queue queue = alloc_watched(*controller);
+  ASSERT_TRUE(queue.qpair);
+  host::Namespace* ns = controller->ns(1);
+  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
+  ASSERT_TRUE(data);
+  std::vector<Completion> completions;
+  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *queue.qpair, data, completions, 9));
+
+  test::LogCapture log;
+  ASSERT_TRUE(
+      host_provider_->inject_async_event(qp_event(AsyncEventType::qp_fatal, queue.host_qp)));
+  ASSERT_TRUE(run_with_time(controller.get(), {queue.qpair.get()},
+                            [&] { return all_called(completions) && queue.qpair->connected(); }));
+  for (int i = 0; i < 16; ++i) round({queue.qpair.get()});
+  EXPECT_TRUE(each_once_and_ok(completions));
+  const host::IoQpairStats stats = queue.qpair->stats();
+  EXPECT_EQ(stats.qp_errors, 1u);
+  EXPECT_EQ(stats.reconnects, 1u);
+  EXPECT_GT(stats.resubmitted, 0u);
+  EXPECT_EQ(lines_with(log, "queue 1 to 10.0.0.1:4420: QP_FATAL async event on device sim1"), 1u);
+  EXPECT_TRUE(controller->connected());
+  EXPECT_TRUE(read_back(*ns, *queue.qpair, 9));
+}
+
+TEST_F(HostAsyncEventsTest, HostCqErrorSettlesWithoutItsCompletionsAndReconnects) {
+  auto controller = connect(kNqn512, recovery_opts());
+  ASSERT_NE(controller, nullptr);
+  Queue queue = alloc_watched(*controller);
+  ASSERT_TRUE(queue.qpair);
+  host::Namespace* ns = controller->ns(1);
+  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
+  ASSERT_TRUE(data);
+  std::vector<Completion> completions;
+  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *queue.qpair, data, completions, 11));
+
+  // The queue's one CQ stops reporting: not even the drain after the error comes back.
+  test::LogCapture log;
+  AsyncEvent cq_error;
+  cq_error.type = AsyncEventType::cq_error;
+  cq_error.cq = host_provider_->send_cq_of(queue.host_qp);
+  ASSERT_NE(cq_error.cq, nullptr);
+  ASSERT_TRUE(host_provider_->inject_async_event(cq_error));
+  ASSERT_TRUE(run_with_time(controller.get(), {queue.qpair.get()},
+                            [&] { return all_called(completions) && queue.qpair->connected(); }))
+      << "outstanding " << queue.qpair->outstanding() << ", reconnecting "
+      << queue.qpair->reconnecting();
+  for (int i = 0; i < 16; ++i) round({queue.qpair.get()});
+  EXPECT_TRUE(each_once_and_ok(completions));
+  EXPECT_EQ(queue.qpair->stats().reconnects, 1u);
+  EXPECT_EQ(queue.qpair->stats().resubmitted, kCommands) << "no response was seen: all resent";
+  EXPECT_EQ(lines_with(log, "queue 1 to 10.0.0.1:4420: CQ_ERR async event on device sim1"), 1u);
+  EXPECT_TRUE(read_back(*ns, *queue.qpair, 11));
+}
+
+TEST_F(HostAsyncEventsTest, HostDeviceFatalFailsEveryQueueOnTheDeviceAndEachCallbackRunsOnce) {
+  auto controller = connect(kNqn512, recovery_opts());
+  ASSERT_NE(controller, nullptr);
+  Queue queue = alloc_watched(*controller);
+  ASSERT_TRUE(queue.qpair);
+  host::Namespace* ns = controller->ns(1);
+  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
+  ASSERT_TRUE(data);
+  std::vector<Completion> completions;
+  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *queue.qpair, data, completions, 13));
+
+  test::LogCapture log;
+  AsyncEvent fatal;
+  fatal.type = AsyncEventType::device_fatal;
+  ASSERT_TRUE(host_provider_->inject_async_event(fatal));
+  // The I/O queue's polls read the event for both queues; the admin queue fails at its next
+  // poll (what the library does when the admin queue fails: the controller is lost).
+  ASSERT_TRUE(run_with_time(controller.get(), {queue.qpair.get()}, [&] {
+    return all_called(completions) && !controller->connected() && !queue.qpair->reconnecting();
+  }));
+  for (int i = 0; i < 16; ++i) round({queue.qpair.get()});
+  for (size_t i = 0; i < completions.size(); ++i) {
+    EXPECT_EQ(completions[i].calls, 1) << "command " << i;  // resent and done, or failed once
+  }
+  EXPECT_GE(queue.qpair->stats().qp_errors, 1u);
+  EXPECT_EQ(lines_with(log, "device sim1: DEVICE_FATAL: its 2 queues fail"), 1u);
+  EXPECT_EQ(lines_with(log, "queue 0 to 10.0.0.1:4420: DEVICE_FATAL async event on device sim1"),
+            1u);
+  EXPECT_EQ(lines_with(log, "queue 1 to 10.0.0.1:4420: DEVICE_FATAL async event on device sim1"),
+            1u);
+}
+
+}  // namespace
+}  // namespace nvmf::e2e
