@@ -243,6 +243,8 @@ std::string check_made_namespace_size(const Options& options, Settings* s) {
   return "";
 }
 
+std::string check_chaos(const Options& options, Settings* s);
+
 std::string check_sim(const Options& options, Settings* s) {
   if (!options.sim) {
     const char* sim_only = !options.sim_bdev.empty()                ? "--sim-bdev"
@@ -250,6 +252,8 @@ std::string check_sim(const Options& options, Settings* s) {
                            : !options.sim_remote_invalidate.empty() ? "--sim-remote-invalidate"
                            : options.sim_send_fence_given           ? "--sim-send-fence"
                            : options.sim_race_one_in_given          ? "--sim-race-one-in"
+                           : !options.chaos.empty()                 ? "--chaos"
+                           : options.chaos_every_given              ? "--chaos-every-ms"
                                                                     : nullptr;
     if (sim_only != nullptr) return std::string(sim_only) + " needs --sim";
     if (!s->pcie_model()) {
@@ -297,7 +301,37 @@ std::string check_sim(const Options& options, Settings* s) {
     }
     s->sim_race_one_in = options.sim_race_one_in;
   }
-  return "";
+  return check_chaos(options, s);
+}
+
+// --chaos "a,b": fault names (or "all"), each once; --chaos-every-ms needs --chaos. "" or the
+// reason.
+std::string check_chaos(const Options& options, Settings* s) {
+  s->chaos_every_ms = options.chaos_every_ms;
+  if (options.chaos.empty()) {
+    return options.chaos_every_given ? "--chaos-every-ms needs --chaos" : "";
+  }
+  if (options.chaos_every_ms < 1) return "--chaos-every-ms: 0 is not 1 or more";
+  if (options.chaos == "all") {
+    s->chaos_faults.assign(std::begin(kChaosFaultNames), std::end(kChaosFaultNames));
+    return "";
+  }
+  const std::string option = "--chaos '" + options.chaos + "': ";
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = std::min(options.chaos.find(',', begin), options.chaos.size());
+    const std::string name = options.chaos.substr(begin, comma - begin);
+    if (!is_one_of(name, kChaosFaultNames)) {
+      return option + "'" + name + "' is not one of " + join(kChaosFaultNames) + " (or all)";
+    }
+    if (std::find(s->chaos_faults.begin(), s->chaos_faults.end(), name) !=
+        s->chaos_faults.end()) {
+      return option + name + " is named twice";
+    }
+    s->chaos_faults.push_back(name);
+    if (comma == options.chaos.size()) return "";
+    begin = comma + 1;
+  }
 }
 
 // --memreg-switch-policies "a,b,c": each a policy name, at least two, none right after itself
@@ -520,6 +554,16 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   auto* ctrl_loss_timeout = app.add_option(
       "--ctrl-loss-timeout-ms", o.ctrl_loss_timeout_ms,
       "RDMA: give a failed queue up after this long (600000, the kernel's default)");
+  app.add_option("--chaos", o.chaos,
+                 "with --sim: inject faults during the run, one every --chaos-every-ms drawn "
+                 "from this comma-separated list by --seed (reproducible): qp-error (a work "
+                 "request fails, its QP to error), drop (both QPs of a connection to error), "
+                 "delay (completions held back, then released), refuse (reconnects refused "
+                 "for a while), bdev-error (reads and writes fail with an NVMe status), "
+                 "async-event (QP fatal), or all; failed I/Os are then expected: the run "
+                 "fails only if the account (submitted = completed + failed) or --verify does");
+  auto* chaos_every = app.add_option("--chaos-every-ms", o.chaos_every_ms,
+                                     "with --chaos: milliseconds between faults (300)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success&) {
@@ -539,6 +583,7 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   o.sim_race_one_in_given = race_one_in->count() > 0;
   o.reconnect_delay_given = reconnect_delay->count() > 0;
   o.ctrl_loss_timeout_given = ctrl_loss_timeout->count() > 0;
+  o.chaos_every_given = chaos_every->count() > 0;
   return 0;
 }
 

@@ -36,6 +36,12 @@ inline constexpr const char* kSimProfileNames[] = {"rxe", "mlx5-2017", "mlx5-fen
 inline constexpr const char* kSimSendFenceNames[] = {"profile", "reads", "key-updates"};
 // The one profile whose lag --sim-race-one-in sets (SimOpts::mkey_commit_slow_one_in).
 inline constexpr const char* kSimRareProfile = "mlx5-2017-rare";
+// --chaos: the faults the sim run can inject (chaos.h says what each one does).
+inline constexpr const char* kChaosFaultNames[] = {"qp-error", "drop",        "delay",
+                                                   "refuse",   "bdev-error", "async-event"};
+// --chaos-every-ms: one fault this often unless told (a few per second keeps a 3 s run busy
+// while each reconnect, --reconnect-delay-ms, still has room to finish).
+inline constexpr uint32_t kChaosEveryMsDefault = 300;
 
 // The sim target's block size: SPDK's null and malloc bdev default.
 inline constexpr uint32_t kSimBlockSizeBytes = 512;
@@ -109,6 +115,9 @@ struct Options {
   bool reconnect_delay_given = false;
   uint32_t ctrl_loss_timeout_ms = 600000;  // --ctrl-loss-timeout-ms
   bool ctrl_loss_timeout_given = false;
+  std::string chaos;                 // --chaos, as typed (comma-separated fault names)
+  uint32_t chaos_every_ms = kChaosEveryMsDefault;  // --chaos-every-ms
+  bool chaos_every_given = false;
 };
 
 // What the run uses, every default resolved.
@@ -156,6 +165,10 @@ struct Settings {
   uint64_t seed = 1;
   uint32_t reconnect_delay_ms = 1000;
   uint32_t ctrl_loss_timeout_ms = 600000;
+  // --chaos (sim only): the faults to inject, names from kChaosFaultNames, each once; empty:
+  // none. One of them every chaos_every_ms, drawn from --seed.
+  std::vector<std::string> chaos_faults;
+  uint32_t chaos_every_ms = kChaosEveryMsDefault;
 };
 
 // Checks the options and resolves the defaults. Returns "" and fills *settings, or a one-line

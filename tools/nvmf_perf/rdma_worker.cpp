@@ -181,32 +181,52 @@ void RdmaWorker::teardown() noexcept {
   }
 }
 
+namespace {
+
+// The IoQpairStats counters the worker keeps past its qpairs (teardown() sums them).
+constexpr uint64_t host::IoQpairStats::*kSummedQpairStats[] = {
+    &host::IoQpairStats::qp_errors,
+    &host::IoQpairStats::bind_errors,
+    &host::IoQpairStats::sends_posted,
+    &host::IoQpairStats::binds_posted,
+    &host::IoQpairStats::local_invalidates_posted,
+    &host::IoQpairStats::signaled_posted,
+    &host::IoQpairStats::fenced_posted,
+    &host::IoQpairStats::doorbells,
+    &host::IoQpairStats::cqes_reaped,
+    &host::IoQpairStats::memreg_switches,
+    &host::IoQpairStats::memreg_switch_failures,
+};
+
+// Where the work counts go in the report.
+struct WorkCountSource {
+  uint64_t HostWorkCounts::*work;
+  uint64_t host::IoQpairStats::*stats;
+};
+constexpr WorkCountSource kWorkCountSources[] = {
+    {&HostWorkCounts::sends, &host::IoQpairStats::sends_posted},
+    {&HostWorkCounts::binds, &host::IoQpairStats::binds_posted},
+    {&HostWorkCounts::local_invalidates, &host::IoQpairStats::local_invalidates_posted},
+    {&HostWorkCounts::signaled, &host::IoQpairStats::signaled_posted},
+    {&HostWorkCounts::fenced, &host::IoQpairStats::fenced_posted},
+    {&HostWorkCounts::doorbells, &host::IoQpairStats::doorbells},
+    {&HostWorkCounts::cqes_reaped, &host::IoQpairStats::cqes_reaped},
+};
+
+}  // namespace
+
 void RdmaWorker::add_qpair_stats(const host::IoQpairStats& stats) noexcept {
-  host::IoQpairStats& sum = qpair_stats_;
-  sum.qp_errors += stats.qp_errors;
-  sum.bind_errors += stats.bind_errors;
-  sum.sends_posted += stats.sends_posted;
-  sum.binds_posted += stats.binds_posted;
-  sum.local_invalidates_posted += stats.local_invalidates_posted;
-  sum.signaled_posted += stats.signaled_posted;
-  sum.fenced_posted += stats.fenced_posted;
-  sum.doorbells += stats.doorbells;
-  sum.cqes_reaped += stats.cqes_reaped;
-  sum.memreg_switches += stats.memreg_switches;
-  sum.memreg_switch_failures += stats.memreg_switch_failures;
+  for (uint64_t host::IoQpairStats::*counter : kSummedQpairStats) {
+    qpair_stats_.*counter += stats.*counter;
+  }
 }
 
 void RdmaWorker::add_counters(Summary* summary) const noexcept {
   summary->qp_errors += qpair_stats_.qp_errors;
   summary->mw_bind_errors += qpair_stats_.bind_errors;
-  HostWorkCounts& work = summary->host_work;
-  work.sends += qpair_stats_.sends_posted;
-  work.binds += qpair_stats_.binds_posted;
-  work.local_invalidates += qpair_stats_.local_invalidates_posted;
-  work.signaled += qpair_stats_.signaled_posted;
-  work.fenced += qpair_stats_.fenced_posted;
-  work.doorbells += qpair_stats_.doorbells;
-  work.cqes_reaped += qpair_stats_.cqes_reaped;
+  for (const WorkCountSource& source : kWorkCountSources) {
+    summary->host_work.*source.work += qpair_stats_.*source.stats;
+  }
   if (!cycle_.policies.empty()) {
     MemregSwitching& switching = summary->memreg_switching;
     switching.on = true;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "spec/status.h"
+
 namespace nvmf::perf {
 
 namespace {
@@ -29,15 +31,28 @@ double per_io(uint64_t count, uint64_t ios) noexcept {
   return ios > 0 ? static_cast<double>(count) / static_cast<double>(ios) : 0;
 }
 
+// HostWorkCounts under their JSON names: first the work requests (what wrs() adds up, in
+// per_io after them), then the rest.
+struct WorkCounter {
+  const char* name;
+  uint64_t HostWorkCounts::*count;
+};
+constexpr WorkCounter kWrCounters[] = {
+    {"send", &HostWorkCounts::sends},
+    {"bind_mw", &HostWorkCounts::binds},
+    {"local_inv", &HostWorkCounts::local_invalidates},
+};
+constexpr WorkCounter kOtherWorkCounters[] = {
+    {"signaled", &HostWorkCounts::signaled},
+    {"fenced", &HostWorkCounts::fenced},
+    {"doorbells", &HostWorkCounts::doorbells},
+    {"cqes_reaped", &HostWorkCounts::cqes_reaped},
+};
+
 nlohmann::ordered_json host_work_json(const HostWorkCounts& work) {
   nlohmann::ordered_json json;
-  json["send"] = work.sends;
-  json["bind_mw"] = work.binds;
-  json["local_inv"] = work.local_invalidates;
-  json["signaled"] = work.signaled;
-  json["fenced"] = work.fenced;
-  json["doorbells"] = work.doorbells;
-  json["cqes_reaped"] = work.cqes_reaped;
+  for (const WorkCounter& counter : kWrCounters) json[counter.name] = work.*counter.count;
+  for (const WorkCounter& counter : kOtherWorkCounters) json[counter.name] = work.*counter.count;
   return json;
 }
 
@@ -45,14 +60,13 @@ nlohmann::ordered_json per_io_json(const Summary& summary) {
   const HostWorkCounts& work = summary.host_work;
   const uint64_t ios = summary.total.ios;
   nlohmann::ordered_json json;
-  json["send"] = round4(per_io(work.sends, ios));
-  json["bind_mw"] = round4(per_io(work.binds, ios));
-  json["local_inv"] = round4(per_io(work.local_invalidates, ios));
+  for (const WorkCounter& counter : kWrCounters) {
+    json[counter.name] = round4(per_io(work.*counter.count, ios));
+  }
   json["wrs"] = round4(per_io(work.wrs(), ios));
-  json["signaled"] = round4(per_io(work.signaled, ios));
-  json["fenced"] = round4(per_io(work.fenced, ios));
-  json["doorbells"] = round4(per_io(work.doorbells, ios));
-  json["cqes_reaped"] = round4(per_io(work.cqes_reaped, ios));
+  for (const WorkCounter& counter : kOtherWorkCounters) {
+    json[counter.name] = round4(per_io(work.*counter.count, ios));
+  }
   if (summary.sim) json["sim_work_steps"] = round4(per_io(summary.sim_work.steps(), ios));
   return json;
 }
@@ -91,6 +105,21 @@ std::string memreg_switching_line(const MemregSwitching& switching) {
     text += line;
   }
   return text + "\n";
+}
+
+// " a 1, b 2" (nothing when empty).
+std::string counts_text(const std::vector<std::pair<std::string, uint64_t>>& counts) {
+  std::string text;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    text += (i == 0 ? " " : ", ") + counts[i].first + " " + std::to_string(counts[i].second);
+  }
+  return text;
+}
+
+nlohmann::ordered_json counts_json(const std::vector<std::pair<std::string, uint64_t>>& counts) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  for (const auto& [name, count] : counts) json[name] = count;
+  return json;
 }
 
 }  // namespace
@@ -168,6 +197,7 @@ std::string format_table(const std::vector<ResultRow>& rows, const Summary& summ
   table += line;
   if (summary.rdma) table += per_io_line(summary);
   if (summary.memreg_switching.on) table += memreg_switching_line(summary.memreg_switching);
+  table += account_lines(summary);
   if (summary.pcie) {
     std::snprintf(line, sizeof(line),
                   "PCIe: %" PRIu64 " bytes copied through bounce buffers, %" PRIu64
@@ -201,6 +231,7 @@ nlohmann::ordered_json summary_json(const Summary& summary) {
   json["mw_bind_errors"] = summary.mw_bind_errors;
   json["cpu_us_per_io"] = round2(summary.cpu_us_per_io());
   json["cpu_s"] = round2(summary.cpu_s);
+  json["account"] = account_json(summary);
   if (summary.rdma) {
     json["host_work"] = host_work_json(summary.host_work);
     if (summary.sim) {
@@ -225,11 +256,104 @@ nlohmann::ordered_json summary_json(const Summary& summary) {
     json["commands_split"] = summary.commands_split;
     json["controller_resets"] = summary.controller_resets;
   }
+  if (summary.chaos) {
+    json["chaos"] = {{"injected", counts_json(summary.chaos_injected)},
+                     {"effects", counts_json(summary.chaos_effects)}};
+  }
+  return json;
+}
+
+void FailureCounts::add(bool refused, uint8_t sct, uint8_t sc, uint64_t count) noexcept {
+  for (size_t i = 0; i < kinds_used; ++i) {
+    Kind& kind = kinds[i];
+    if (kind.refused == refused && kind.sct == sct && kind.sc == sc) {
+      kind.count += count;
+      return;
+    }
+  }
+  if (kinds_used == kKindsMax) {
+    other += count;
+    return;
+  }
+  kinds[kinds_used++] = Kind{refused, sct, sc, count};
+}
+
+void FailureCounts::merge(const FailureCounts& more) noexcept {
+  for (size_t i = 0; i < more.kinds_used; ++i) {
+    const Kind& kind = more.kinds[i];
+    add(kind.refused, kind.sct, kind.sc, kind.count);
+  }
+  other += more.other;
+}
+
+std::string FailureCounts::name(const Kind& kind) {
+  if (kind.refused) return "refused";
+  char text[96];
+  std::snprintf(text, sizeof(text), "%s (SCT %" PRIx8 "h SC %02" PRIx8 "h)",
+                spec::status_name(kind.sct, kind.sc), kind.sct, kind.sc);
+  return text;
+}
+
+void IoAccount::merge(const IoAccount& more) noexcept {
+  submitted += more.submitted;
+  completed += more.completed;
+  failed += more.failed;
+  in_flight += more.in_flight;
+  failures.merge(more.failures);
+}
+
+bool account_ok(const Summary& summary) noexcept {
+  return summary.account.balanced() && summary.total.verify_failures == 0;
+}
+
+std::string account_lines(const Summary& summary) {
+  const IoAccount& account = summary.account;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "account: submitted=%" PRIu64 " completed=%" PRIu64 " failed=%" PRIu64
+                " inflight=%" PRIu64 " verify_failures=%" PRIu64 " %s\n",
+                account.submitted, account.completed, account.failed, account.in_flight,
+                summary.total.verify_failures, account_ok(summary) ? "ok" : "FAILED");
+  std::string text = line;
+  const FailureCounts& failures = account.failures;
+  if (failures.kinds_used > 0 || failures.other > 0) {
+    text += "failed by status:";
+    for (size_t i = 0; i < failures.kinds_used; ++i) {
+      text += (i == 0 ? " " : ", ") + FailureCounts::name(failures.kinds[i]) + " " +
+              std::to_string(failures.kinds[i].count);
+    }
+    if (failures.other > 0) text += ", other " + std::to_string(failures.other);
+    text += "\n";
+  }
+  if (summary.chaos) {
+    text += "chaos:" + counts_text(summary.chaos_injected) +
+            "; effects:" + counts_text(summary.chaos_effects) + "\n";
+  }
+  return text;
+}
+
+nlohmann::ordered_json account_json(const Summary& summary) {
+  const IoAccount& account = summary.account;
+  nlohmann::ordered_json json;
+  json["submitted"] = account.submitted;
+  json["completed"] = account.completed;
+  json["failed"] = account.failed;
+  json["inflight"] = account.in_flight;
+  json["verify_failures"] = summary.total.verify_failures;
+  json["ok"] = account_ok(summary);
+  nlohmann::ordered_json by_status = nlohmann::ordered_json::object();
+  const FailureCounts& failures = account.failures;
+  for (size_t i = 0; i < failures.kinds_used; ++i) {
+    by_status[FailureCounts::name(failures.kinds[i])] = failures.kinds[i].count;
+  }
+  if (failures.other > 0) by_status["other"] = failures.other;
+  json["failed_by_status"] = std::move(by_status);
   return json;
 }
 
 int summary_exit_status(const Summary& summary) noexcept {
-  return summary.total.errors == 0 && summary.total.verify_failures == 0 ? 0 : 1;
+  if (!account_ok(summary)) return 1;
+  return summary.chaos || summary.total.errors == 0 ? 0 : 1;
 }
 
 }  // namespace nvmf::perf

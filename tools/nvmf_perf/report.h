@@ -4,8 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "histogram.h"
@@ -81,8 +83,45 @@ struct MemregSwitching {
   double share(size_t i) const noexcept;
 };
 
+// Failed I/Os by what they failed with: an NVMe status (SCT, SC) or a submit refused for good.
+// A fixed table, filled on the data path without allocating; kinds beyond it go to `other`.
+struct FailureCounts {
+  struct Kind {
+    bool refused = false;  // no status: the queue refused the submit
+    uint8_t sct = 0;
+    uint8_t sc = 0;
+    uint64_t count = 0;
+  };
+  static constexpr size_t kKindsMax = 8;  // more different statuses in one run than anyone reads
+  std::array<Kind, kKindsMax> kinds{};
+  size_t kinds_used = 0;
+  uint64_t other = 0;
+  void add(bool refused, uint8_t sct, uint8_t sc, uint64_t count = 1) noexcept;
+  void merge(const FailureCounts& more) noexcept;
+  // "Internal Error (SCT 0h SC 06h)", "refused": the kind's name in the report.
+  static std::string name(const Kind& kind);
+};
+
+// The run's account: every I/O handed to a queue ends completed or failed with a status.
+struct IoAccount {
+  uint64_t submitted = 0;  // handed to a queue, refused submits included
+  uint64_t completed = 0;  // with a success status
+  uint64_t failed = 0;     // with an error status, or refused for good
+  uint64_t in_flight = 0;  // neither when the run ended (0 after the drain)
+  FailureCounts failures;  // `failed`, by kind
+  void merge(const IoAccount& more) noexcept;
+  bool balanced() const noexcept { return in_flight == 0 && submitted == completed + failed; }
+};
+
 struct Summary {
   ResultRow total;
+  IoAccount account;
+  // --chaos: failed I/Os are expected (the account and --verify decide the exit status); the
+  // faults injected, by name, in the order of --chaos, and what the sim and the error bdevs
+  // counted of them (ChaosInjector::effects()).
+  bool chaos = false;
+  std::vector<std::pair<std::string, uint64_t>> chaos_injected;
+  std::vector<std::pair<std::string, uint64_t>> chaos_effects;
   uint64_t reconnects = 0;    // sum of ControllerStats::reconnects
   uint64_t busy_retries = 0;  // submits refused with busy and retried later
   uint64_t qp_errors = 0;       // IoQpairStats::qp_errors summed over the workers' qpairs
@@ -120,23 +159,38 @@ std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_
 // reconnects, busy retries, QP errors and memory window bind errors, then the total IOPS with
 // the CPU time per I/O beside it, on the RDMA path the work per I/O (and with --sim the sim's
 // work steps per I/O), and on the PCIe path the bytes copied, requests split and controller
-// resets; with --memreg-switch-every the switches and each policy's share of the time.
+// resets; with --memreg-switch-every the switches and each policy's share of the time; then
+// the account (account_lines()).
 std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary);
 
 // {"iops","mibps","lat_us":{"avg","min","max","p50","p99","p999","p9999"},"ios","errors",
 //  "reconnects","verify_failures"} in that order, then "busy_retries", "qp_errors",
-// "mw_bind_errors", "cpu_us_per_io" and "cpu_s"; on the RDMA path then "host_work" (the
+// "mw_bind_errors", "cpu_us_per_io", "cpu_s" and "account" (account_json()); on the RDMA path then "host_work" (the
 // HostWorkCounts: "send", "bind_mw", "local_inv", "signaled", "fenced", "doorbells",
 // "cqes_reaped"), with --sim "sim_work" ({"host": {"wrs", "cqes"}, "target": {...}}), and
 // "per_io" (each host_work count, "wrs" = send + bind_mw + local_inv, and with --sim
 // "sim_work_steps", each divided by the I/Os completed, 4 decimals); on the PCIe path
 // "bytes_copied", "commands_split" and "controller_resets"; with --memreg-switch-every
 // "memreg_switches", "memreg_switch_failures" and "memreg_time_share" ({policy: share of the
-// time, 4 decimals}, in the cycle's order). Callers may append more keys
+// time, 4 decimals}, in the cycle's order); with --chaos "chaos" ({"injected": {fault: count},
+// "effects": {counter: count}}). Callers may append more keys
 // (e.g. "config").
 nlohmann::ordered_json summary_json(const Summary& summary);
 
-// The exit status: 0 when no I/O failed and every read verified, 1 otherwise.
+// "account: submitted=S completed=C failed=F inflight=0 verify_failures=0 ok" ("FAILED" instead
+// of "ok" when submitted != completed + failed, I/Os are left in flight, or a read failed to
+// verify), then, when some failed, "failed by status: Internal Error (SCT 0h SC 06h) 3, ...",
+// and with --chaos "chaos: qp-error 4, drop 2, ...; effects: wrs_failed 5, ...". Each line
+// ends with a newline.
+std::string account_lines(const Summary& summary);
+// {"submitted","completed","failed","inflight","verify_failures","ok","failed_by_status":
+//  {name: count}}: the account line's numbers.
+nlohmann::ordered_json account_json(const Summary& summary);
+// The account balances and every read verified.
+bool account_ok(const Summary& summary) noexcept;
+
+// The exit status: 0 when the account balances, every read verified and (without --chaos) no
+// I/O failed; 1 otherwise.
 int summary_exit_status(const Summary& summary) noexcept;
 
 }  // namespace nvmf::perf

@@ -1,5 +1,6 @@
 #include "run.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "chaos.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "nvmf/host.h"
@@ -81,6 +83,8 @@ std::unique_ptr<SimTarget> start_sim(const Settings& settings, const RdmaPlan& p
   sim_opts.io_queues = settings.io_qpairs();
   sim_opts.io_size_bytes = settings.io_size_bytes;
   sim_opts.core = cores.target_core;
+  const std::vector<std::string>& chaos = settings.chaos_faults;
+  sim_opts.error_bdevs = std::find(chaos.begin(), chaos.end(), "bdev-error") != chaos.end();
   return SimTarget::start(sim_opts, message);
 }
 
@@ -127,14 +131,20 @@ int pick_namespaces(const Settings& settings, host::Controller& controller,
   return 0;
 }
 
-// The admin queue, polled by the main thread (host.h: the control path under one lock).
+// The admin queue, polled by the main thread (host.h: the control path under one lock), and
+// with --chaos the fault injector's turn.
 struct AdminPoll {
   host::Controller* controller;
   std::mutex* mutex;
+  ChaosInjector* chaos = nullptr;
+  const Clock* clock = nullptr;  // with chaos
   static void poll(void* ctx) {
     auto* admin = static_cast<AdminPoll*>(ctx);
-    std::lock_guard<std::mutex> lock(*admin->mutex);
-    admin->controller->process_admin_completions();
+    {
+      std::lock_guard<std::mutex> lock(*admin->mutex);
+      admin->controller->process_admin_completions();
+    }
+    if (admin->chaos != nullptr) admin->chaos->tick(admin->clock->now_ns());
   }
 };
 
@@ -165,10 +175,16 @@ void sim_work_of(const verbs::sim::SimCounters& c, uint64_t* wrs, uint64_t* cqes
 
 // The table, the sim's nvme copies, the JSON. The exit status of the results.
 int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Worker>>& workers,
-                double cpu_s, host::Controller& controller, const SimTarget* sim, uint32_t ns_count,
-                uint32_t queue_entries, std::ofstream* json_file) {
+                double cpu_s, host::Controller& controller, const SimTarget* sim,
+                const ChaosInjector* chaos, uint32_t ns_count, uint32_t queue_entries,
+                std::ofstream* json_file) {
   std::vector<ResultRow> rows;
   Summary summary = summarize(workers, &rows, cpu_s);
+  if (chaos != nullptr) {
+    summary.chaos = true;
+    summary.chaos_injected = chaos->injected();
+    summary.chaos_effects = chaos->effects();
+  }
   summary.reconnects = controller.stats().reconnects;
   summary.rdma = true;
   if (sim != nullptr) {
@@ -251,12 +267,15 @@ int run_rdma(const Settings& settings) {
   std::vector<std::unique_ptr<Worker>> workers =
       make_rdma_workers(settings, host->get(), controller.get(), namespaces, plan.queue_entries,
                         &clock, &controller_mutex);
-  AdminPoll admin{controller.get(), &controller_mutex};
+  std::unique_ptr<ChaosInjector> chaos;
+  if (sim && !settings.chaos_faults.empty()) chaos = std::make_unique<ChaosInjector>(settings, *sim);
+  AdminPoll admin{controller.get(), &controller_mutex, chaos.get(), &clock};
   double cpu_s = 0;
   status =
       run_workers(settings, cores, clock, workers, ControlPoll{&AdminPoll::poll, &admin}, &cpu_s);
+  if (chaos) chaos->finish();
   if (status == 0) {
-    status = report_rdma(settings, workers, cpu_s, *controller, sim.get(),
+    status = report_rdma(settings, workers, cpu_s, *controller, sim.get(), chaos.get(),
                          static_cast<uint32_t>(namespaces.size()), plan.queue_entries, &json_file);
     note_early_stop();
   }

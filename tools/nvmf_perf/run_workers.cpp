@@ -277,6 +277,7 @@ Summary summarize(const std::vector<std::unique_ptr<Worker>>& workers, std::vect
     core.merge_latency_into(&total_latency);
     summary.total.elapsed_s = std::max(summary.total.elapsed_s, core.elapsed_s());
     summary.busy_retries += core.busy_retries();
+    summary.account.merge(core.account());
     worker->add_counters(&summary);
   }
   summary.total.latency = summarize_latency(total_latency);
@@ -314,6 +315,10 @@ nlohmann::ordered_json config_json(const Settings& settings, uint32_t ns_count,
     config["sim_remote_invalidate"] = settings.sim_remote_invalidate;
     config["sim_send_fence"] = settings.sim_send_fence;  // as given; config.sim: as applied
     if (settings.sim_race_one_in != 0) config["sim_race_one_in"] = settings.sim_race_one_in;
+    if (!settings.chaos_faults.empty()) {
+      config["chaos"] = settings.chaos_faults;
+      config["chaos_every_ms"] = settings.chaos_every_ms;
+    }
   }
   return config;
 }

@@ -159,6 +159,19 @@ std::unique_ptr<SimTarget> SimTarget::start(const SimTargetOpts& opts, std::stri
     target::NamespaceOpts ns;
     ns.bdev = bdev->get();
     sim->bdevs_.push_back(std::move(*bdev));
+    if (opts.error_bdevs) {
+      bdev::ErrorBdevOpts error_opts;
+      error_opts.name = "Error" + std::to_string(i);
+      error_opts.base_bdev = sim->bdevs_.back()->name();
+      auto error_bdev = bdev::create_error_bdev(error_opts, *sim->bdevs_.back());
+      if (!error_bdev) {
+        *message = describe("cannot create the sim namespace's error bdev", error_bdev.error());
+        return nullptr;
+      }
+      ns.bdev = error_bdev->get();
+      sim->error_bdev_views_.push_back(bdev::as_error_bdev(**error_bdev));
+      sim->error_bdevs_.push_back(std::move(*error_bdev));
+    }
     if (auto added = sim->target_->add_namespace(kSimSubsystemNqn, ns); !added) {
       *message = describe("cannot add a sim namespace", added.error());
       return nullptr;
@@ -262,6 +275,8 @@ void SimTarget::stop() noexcept {
   transport_.reset();
   target_.reset();
   group_.reset();
+  error_bdev_views_.clear();
+  error_bdevs_.clear();
   bdevs_.clear();
   nvme_pool_.reset();
   host_provider_.reset();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bdev/bdev.h"
+#include "bdev/error_bdev.h"
 #include "bdev/nvme_bdev.h"
 #include "env/posix_memory.h"
 #include "options.h"
@@ -38,6 +39,8 @@ struct SimTargetOpts {
   uint32_t io_queues = 1;           // host I/O queue pairs: workers x -P
   uint32_t io_size_bytes = 4096;    // the largest transfer the host will ask for
   int core = -1;                    // the reactor's core; -1 = not pinned
+  // --chaos bdev-error: each namespace's bdev under an error bdev (no rule until inject()).
+  bool error_bdevs = false;
 };
 
 class SimTarget {
@@ -59,6 +62,12 @@ class SimTarget {
   // What each simulated HCA did so far (SimProvider::counters(): any thread).
   verbs::sim::SimCounters host_counters() const noexcept { return host_provider_->counters(); }
   verbs::sim::SimCounters target_counters() const noexcept { return target_provider_->counters(); }
+  // The simulated HCAs themselves, for fault injection (every call thread-safe: sim.h).
+  verbs::sim::SimProvider& host_sim() noexcept { return *host_provider_; }
+  verbs::sim::SimProvider& target_sim() noexcept { return *target_provider_; }
+  // With SimTargetOpts::error_bdevs: the error bdev of each namespace, in nsid order (else
+  // empty). Their rules may be set from any thread.
+  const std::vector<bdev::ErrorBdev*>& error_bdevs() const noexcept { return error_bdev_views_; }
   // Disconnects whatever hosts are left, drains, stops the reactor. Call after the host
   // disconnected. Idempotent.
   void stop() noexcept;
@@ -72,6 +81,9 @@ class SimTarget {
   std::unique_ptr<env::PosixMemoryBackend> buffer_memory_;
   std::unique_ptr<bdev::NvmeControllerPool> nvme_pool_;  // outlives the nvme bdevs
   std::vector<std::unique_ptr<bdev::Bdev>> bdevs_;  // outlive the target
+  // Over bdevs_ (each claims its base): made after them, destroyed before them.
+  std::vector<std::unique_ptr<bdev::Bdev>> error_bdevs_;
+  std::vector<bdev::ErrorBdev*> error_bdev_views_;  // the same, typed
   std::unique_ptr<target::Target> target_;
   std::unique_ptr<reactor::ReactorGroup> group_;
   reactor::Reactor* reactor_ = nullptr;

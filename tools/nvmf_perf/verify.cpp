@@ -62,6 +62,18 @@ uint32_t first_nonzero(const uint8_t* block, uint32_t words) noexcept {
   return words;
 }
 
+// Whether `block` holds the intact pattern of a failed write: a generation after
+// `acknowledged` up to `failed_through` (modulo 2^32, as generations wrap).
+bool holds_failed_write(const uint8_t* block, uint32_t words, uint32_t nsid, uint64_t lba,
+                        uint32_t acknowledged, uint32_t failed_through) noexcept {
+  if (failed_through == kGenerationNone || words < 2) return false;
+  if (load_word(block, 0) != lba || load_word(block, 1) >> 32 != nsid) return false;
+  const auto generation = static_cast<uint32_t>(load_word(block, 1));
+  const uint32_t after = generation - acknowledged;
+  if (after == 0 || after > failed_through - acknowledged) return false;
+  return first_difference(block, words, nsid, lba, generation) == words;
+}
+
 }  // namespace
 
 void pattern_fill(void* buffer, uint32_t block_size, uint32_t nsid, uint64_t lba,
@@ -79,7 +91,8 @@ void pattern_fill(void* buffer, uint32_t block_size, uint32_t nsid, uint64_t lba
 }
 
 bool pattern_check(const void* buffer, uint32_t block_size, uint32_t nsid, uint64_t lba,
-                   uint32_t blocks, uint32_t generation, PatternMismatch* mismatch) noexcept {
+                   uint32_t blocks, uint32_t generation, PatternMismatch* mismatch,
+                   uint32_t failed_through) noexcept {
   if (generation == kGenerationUnknown) return true;
   const auto* bytes = static_cast<const uint8_t*>(buffer);
   const uint32_t words = block_size / 8;
@@ -106,6 +119,10 @@ bool pattern_check(const void* buffer, uint32_t block_size, uint32_t nsid, uint6
           bad = words;
         }
       }
+    }
+    if (bad < words &&
+        holds_failed_write(block, words, nsid, block_lba, generation, failed_through)) {
+      bad = words;
     }
     if (bad < words) {
       mismatch->lba = block_lba;

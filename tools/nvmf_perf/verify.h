@@ -7,6 +7,11 @@
 // so a block in the wrong place (LBA or namespace), a stale one (older generation) and a
 // single flipped byte all fail the comparison. Generations are per I/O unit: a unit's
 // generation becomes current only when its write completes successfully.
+//
+// A write that failed (an error status, a refused submit) may have reached none, some or all
+// of its blocks, so until the unit's next acknowledged write each block may hold the
+// acknowledged data or that of any write that failed since: the check accepts either, block
+// by block, and nothing else (an acknowledged write must read back).
 #pragma once
 
 #include <cstdint>
@@ -32,10 +37,15 @@ struct PatternMismatch {
   uint64_t actual = 0;        // and as read
 };
 
-// Checks `blocks` blocks read from `lba` against `generation` (kGenerationUnknown: always
-// true). On the first mismatching block returns false and fills *mismatch.
+// Checks `blocks` blocks read from `lba` against `generation`, the unit's last acknowledged
+// write (kGenerationUnknown: always true). `failed_through`: the generation of the newest write
+// to the unit that failed since then (kGenerationNone: none did); a block holding the intact
+// pattern of any generation after `generation` up to it passes too (generations of one
+// namespace grow, and only one I/O per unit is in flight, so those were the failed writes).
+// On the first mismatching block returns false and fills *mismatch.
 bool pattern_check(const void* buffer, uint32_t block_size, uint32_t nsid, uint64_t lba,
-                   uint32_t blocks, uint32_t generation, PatternMismatch* mismatch) noexcept;
+                   uint32_t blocks, uint32_t generation, PatternMismatch* mismatch,
+                   uint32_t failed_through = kGenerationNone) noexcept;
 
 // The next generation after `generation`, skipping the reserved values on wrap-around.
 constexpr uint32_t next_generation(uint32_t generation) noexcept {

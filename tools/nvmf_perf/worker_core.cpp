@@ -39,7 +39,8 @@ WorkerCore::NsState::NsState(const NamespaceShape& shape, uint32_t index_in, uin
       block_size(shape.block_size_bytes),
       blocks_per_io(blocks),
       picker(slice, verify, seed),
-      generations(verify ? slice.count : 0, kGenerationNone) {}
+      generations(verify ? slice.count : 0, kGenerationNone),
+      failed_through(verify ? slice.count : 0, kGenerationNone) {}
 
 WorkerCore::WorkerCore(const WorkerCoreParams& params)
     : params_(params),
@@ -127,6 +128,8 @@ bool WorkerCore::prepare(Task& task) noexcept {
 void WorkerCore::retire_refused(Task& task, const Error& error) noexcept {
   NsState& ns = *task.ns;
   ++ns.errors;
+  ++account_.failed;
+  account_.failures.add(true, 0, 0);
   add_live(live_.errors, 1);
   if (report_one_more(g_errors_reported)) {
     NVMF_ERRLOG(nvmf_perf,
@@ -137,7 +140,7 @@ void WorkerCore::retire_refused(Task& task, const Error& error) noexcept {
   }
   // Whether a refused write changed anything is not known to every transport: distrust it.
   if (settings_.verify && !task.is_read) {
-    ns.generations[task.unit - ns.picker.slice().first] = kGenerationUnknown;
+    ns.failed_through[task.unit - ns.picker.slice().first] = task.generation;
   }
   ns.picker.release(task.unit);
   task.state = TaskState::idle;
@@ -176,6 +179,7 @@ void WorkerCore::record_completion(Task& task, const spec::Status& status) noexc
   // Only completed I/Os count in IOPS, bandwidth and latency; a failed one counts as an error
   // alone (a fast failure would otherwise look like fast I/O).
   if (status.is_success()) {
+    ++account_.completed;
     ns.histogram.record(clock_.now_ns() - task.submit_ns);
     ++ns.ios;
     ns.bytes += settings_.io_size_bytes;
@@ -184,9 +188,11 @@ void WorkerCore::record_completion(Task& task, const spec::Status& status) noexc
   }
   if (!status.is_success()) {
     ++ns.errors;
+    ++account_.failed;
+    account_.failures.add(false, status.sct, status.sc);
     add_live(live_.errors, 1);
-    // A failed write may or may not have reached the media: the unit's content is unknown.
-    if (settings_.verify && !task.is_read) ns.generations[slot] = kGenerationUnknown;
+    // A failed write may or may not have reached the media: old or new data from now on.
+    if (settings_.verify && !task.is_read) ns.failed_through[slot] = task.generation;
     if (report_one_more(g_errors_reported)) {
       NVMF_ERRLOG(nvmf_perf,
                   "worker %" PRIu32 ": %s of nsid %" PRIu32 " lba %" PRIu64
@@ -199,6 +205,7 @@ void WorkerCore::record_completion(Task& task, const spec::Status& status) noexc
       check_read(task);
     } else {
       ns.generations[slot] = task.generation;
+      ns.failed_through[slot] = kGenerationNone;  // acknowledged: only this data from now on
     }
   }
   ns.picker.release(task.unit);
@@ -206,10 +213,11 @@ void WorkerCore::record_completion(Task& task, const spec::Status& status) noexc
 
 void WorkerCore::check_read(Task& task) noexcept {
   NsState& ns = *task.ns;
-  const uint32_t generation = ns.generations[task.unit - ns.picker.slice().first];
+  const size_t slot = task.unit - ns.picker.slice().first;
+  const uint32_t generation = ns.generations[slot];
   PatternMismatch mismatch;
   if (pattern_check(task.buffer, ns.block_size, ns.nsid, task.lba, ns.blocks_per_io, generation,
-                    &mismatch)) {
+                    &mismatch, ns.failed_through[slot])) {
     return;
   }
   ++ns.verify_failures;

@@ -39,9 +39,10 @@
 
 namespace nvmf::perf {
 
-// With --verify each worker keeps a generation (4 bytes) and a busy bit per I/O unit; above
-// this many units per namespace (16 GiB of 4 KiB I/Os) only the start of the namespace is used,
-// so the tables stay at 16 MiB per namespace across all workers.
+// With --verify each worker keeps two generations (4 bytes each: acknowledged, newest failed)
+// and a busy bit per I/O unit; above this many units per namespace (16 GiB of 4 KiB I/Os) only
+// the start of the namespace is used, so the tables stay at 32 MiB per namespace across all
+// workers.
 inline constexpr uint64_t kVerifyUnitsMax = uint64_t{1} << 22;
 
 // How long to wait for outstanding I/Os after the deadline before abandoning them (an RDMA
@@ -115,7 +116,10 @@ class WorkerCore {
     uint32_t block_size;
     uint32_t blocks_per_io;
     UnitPicker picker;
-    std::vector<uint32_t> generations;           // --verify: per unit of the slice
+    std::vector<uint32_t> generations;  // --verify: per unit of the slice, its last acked write
+    // --verify: per unit, the newest write that failed since that one (kGenerationNone: none);
+    // until the next acknowledged write a read may find either (verify.h).
+    std::vector<uint32_t> failed_through;
     uint32_t last_generation = kGenerationNone;  // of the last write submitted
     LatencyHistogram histogram;
     uint64_t ios = 0;
@@ -173,6 +177,12 @@ class WorkerCore {
   void merge_latency_into(LatencyHistogram* total) const noexcept;
   uint64_t busy_retries() const noexcept { return busy_retries_; }
   double elapsed_s() const noexcept;
+  // Every I/O handed to the queue, and how it ended; in_flight: those still outstanding.
+  IoAccount account() const noexcept {
+    IoAccount account = account_;
+    account.in_flight = in_flight_;
+    return account;
+  }
 
  private:
   // Picks the next unit and direction and prepares the buffer (idle -> pending); false when
@@ -209,6 +219,7 @@ class WorkerCore {
   uint32_t in_flight_ = 0;
   bool stopping_ = false;
   uint64_t busy_retries_ = 0;
+  IoAccount account_;  // in_flight comes from in_flight_
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;
   LiveCounters live_;
@@ -247,6 +258,7 @@ bool WorkerCore::submit(Path& path, Task& task) noexcept {
     case SubmitOutcome::submitted:
       task.state = TaskState::in_flight;
       ++in_flight_;
+      ++account_.submitted;
       return true;
     case SubmitOutcome::busy:
       ++busy_retries_;
@@ -256,6 +268,7 @@ bool WorkerCore::submit(Path& path, Task& task) noexcept {
     case SubmitOutcome::refused:
       break;
   }
+  ++account_.submitted;  // and failed, by retire_refused()
   retire_refused(task, error);
   return true;
 }

@@ -63,6 +63,29 @@ TEST(PerfOptions, SimDefaults) {
   EXPECT_FALSE(s.verify);
 }
 
+TEST(PerfOptions, ChaosNamesFaultsOfTheSim) {
+  Parsed parsed = parse({"--sim", "-w", "randrw", "--chaos", "drop,bdev-error",
+                         "--chaos-every-ms", "50"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.chaos_faults, (std::vector<std::string>{"drop", "bdev-error"}));
+  EXPECT_EQ(parsed.settings.chaos_every_ms, 50u);
+  parsed = parse({"--sim", "-w", "randrw", "--chaos", "all"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.chaos_faults.size(), std::size(kChaosFaultNames));
+  EXPECT_EQ(parsed.settings.chaos_every_ms, kChaosEveryMsDefault);
+  EXPECT_TRUE(parse({"--sim", "-w", "randrw"}).settings.chaos_faults.empty());
+  expect_refused({"-r", "trtype:RDMA traddr:10.0.0.1 subnqn:nqn.2026-01.io.x:y", "-w", "read",
+                  "--chaos", "drop"},
+                 "--chaos needs --sim");
+  expect_refused({"--sim", "-w", "read", "--chaos", "drop,flood"}, "'flood' is not one of");
+  expect_refused({"--sim", "-w", "read", "--chaos", "drop,drop"}, "drop is named twice");
+  expect_refused({"--sim", "-w", "read", "--chaos", "drop,"}, "'' is not one of");
+  expect_refused({"--sim", "-w", "read", "--chaos-every-ms", "10"},
+                 "--chaos-every-ms needs --chaos");
+  expect_refused({"--sim", "-w", "read", "--chaos", "drop", "--chaos-every-ms", "0"},
+                 "--chaos-every-ms: 0 is not 1 or more");
+}
+
 TEST(PerfOptions, TheE2eCommandLine) {
   const Parsed parsed = parse({"--sim", "-w", "randrw", "-M", "70", "-q", "32", "-o", "4096",
                                "-t", "2", "--verify", "--json", "out.json"});

@@ -39,7 +39,7 @@ TEST(PerfReport, JsonKeysAreExact) {
                                              "ios",    "errors",     "reconnects",
                                              "verify_failures", "busy_retries",
                                              "qp_errors", "mw_bind_errors", "cpu_us_per_io",
-                                             "cpu_s"};
+                                             "cpu_s", "account"};
   EXPECT_EQ(keys(json), expected);
   const std::vector<std::string> latency = {"avg", "min", "max", "p50", "p99", "p999", "p9999"};
   EXPECT_EQ(keys(json["lat_us"]), latency);
@@ -259,6 +259,88 @@ TEST(PerfReport, ExitStatus) {
   summary.qp_errors = 4;
   summary.mw_bind_errors = 4;
   EXPECT_EQ(summary_exit_status(summary), 0);
+}
+
+Summary with_account(uint64_t submitted, uint64_t completed, uint64_t failed) {
+  Summary summary = sample();
+  summary.account.submitted = submitted;
+  summary.account.completed = completed;
+  summary.account.failed = failed;
+  return summary;
+}
+
+TEST(PerfReport, AccountLineAndJson) {
+  Summary summary = with_account(10, 7, 3);
+  summary.account.failures.add(false, 0, 0x06, 2);
+  summary.account.failures.add(true, 0, 0);
+  const std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("account: submitted=10 completed=7 failed=3 inflight=0 "
+                       "verify_failures=0 ok\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("failed by status: Internal Error (SCT 0h SC 06h) 2, refused 1\n"),
+            std::string::npos)
+      << table;
+  const nlohmann::ordered_json account = summary_json(summary)["account"];
+  EXPECT_EQ(keys(account), (std::vector<std::string>{"submitted", "completed", "failed",
+                                                     "inflight", "verify_failures", "ok",
+                                                     "failed_by_status"}));
+  EXPECT_EQ(account["submitted"], 10u);
+  EXPECT_EQ(account["failed"], 3u);
+  EXPECT_EQ(account["ok"], true);
+  EXPECT_EQ(account["failed_by_status"]["Internal Error (SCT 0h SC 06h)"], 2u);
+  EXPECT_EQ(account["failed_by_status"]["refused"], 1u);
+  EXPECT_FALSE(summary_json(summary).contains("chaos")) << "only with --chaos";
+}
+
+TEST(PerfReport, AnUnbalancedAccountFails) {
+  Summary lost = with_account(10, 7, 2);  // one I/O neither completed nor failed
+  EXPECT_FALSE(account_ok(lost));
+  EXPECT_NE(format_table({}, lost).find("failed=2 inflight=0 verify_failures=0 FAILED"),
+            std::string::npos);
+  EXPECT_EQ(summary_json(lost)["account"]["ok"], false);
+  EXPECT_EQ(summary_exit_status(lost), 1);
+  Summary twice = with_account(10, 8, 3);  // one ended twice
+  EXPECT_EQ(summary_exit_status(twice), 1);
+  Summary stuck = with_account(10, 7, 2);
+  stuck.account.in_flight = 1;
+  EXPECT_FALSE(account_ok(stuck)) << "balanced only with nothing left in flight";
+  EXPECT_EQ(summary_exit_status(stuck), 1);
+}
+
+TEST(PerfReport, UnderChaosTheAccountAndVerifyDecide) {
+  Summary summary = with_account(10, 7, 3);
+  summary.total.errors = 3;
+  EXPECT_EQ(summary_exit_status(summary), 1) << "without --chaos a failed I/O fails the run";
+  summary.chaos = true;
+  summary.chaos_injected = {{"qp-error", 2}, {"bdev-error", 1}};
+  summary.chaos_effects = {{"wrs_failed", 2}};
+  EXPECT_EQ(summary_exit_status(summary), 0) << "failures are expected under chaos";
+  EXPECT_NE(format_table({}, summary).find("chaos: qp-error 2, bdev-error 1; effects: "
+                                           "wrs_failed 2\n"),
+            std::string::npos);
+  const nlohmann::ordered_json chaos = summary_json(summary)["chaos"];
+  EXPECT_EQ(chaos["injected"]["bdev-error"], 1u);
+  EXPECT_EQ(chaos["effects"]["wrs_failed"], 2u);
+  summary.total.verify_failures = 1;
+  EXPECT_EQ(summary_exit_status(summary), 1) << "nothing acknowledged may be lost";
+  summary.total.verify_failures = 0;
+  summary.account.failed = 2;
+  EXPECT_EQ(summary_exit_status(summary), 1);
+}
+
+TEST(PerfReport, FailureKindsBeyondTheTableCountAsOther) {
+  FailureCounts counts;
+  for (uint8_t sc = 1; sc <= FailureCounts::kKindsMax + 2; ++sc) counts.add(false, 0, sc);
+  counts.add(false, 0, 1);
+  EXPECT_EQ(counts.kinds_used, FailureCounts::kKindsMax);
+  EXPECT_EQ(counts.kinds[0].count, 2u);
+  EXPECT_EQ(counts.other, 2u);
+  FailureCounts merged;
+  merged.add(false, 0, 1, 5);
+  merged.merge(counts);
+  EXPECT_EQ(merged.kinds[0].count, 7u);
+  EXPECT_EQ(merged.other, 2u);
 }
 
 }  // namespace

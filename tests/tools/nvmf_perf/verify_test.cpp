@@ -140,6 +140,60 @@ TEST(PerfVerify, UnknownAcceptsAnything) {
   EXPECT_TRUE(check(written(5), kGenerationUnknown, &mismatch));
 }
 
+// After a failed write (generation 8, the last acknowledged one 6) a block may hold either:
+// the write may have landed on none, some or all of its blocks.
+bool check_after_failed(const std::vector<uint8_t>& buffer, uint32_t acknowledged,
+                        uint32_t failed_through, PatternMismatch* mismatch) {
+  return pattern_check(buffer.data(), kBlock, kNsid, kLba, kBlocks, acknowledged, mismatch,
+                       failed_through);
+}
+
+TEST(PerfVerify, AfterAFailedWriteOldOrNewDataPasses) {
+  PatternMismatch mismatch;
+  EXPECT_TRUE(check_after_failed(written(6), 6, 8, &mismatch)) << "the write landed nowhere";
+  EXPECT_TRUE(check_after_failed(written(8), 6, 8, &mismatch)) << "the write landed whole";
+  EXPECT_TRUE(check_after_failed(written(7), 6, 8, &mismatch)) << "an earlier failed write";
+  std::vector<uint8_t> torn = written(8);
+  const std::vector<uint8_t> old = written(6);
+  std::memcpy(torn.data() + 3 * kBlock, old.data() + 3 * kBlock, 2 * kBlock);
+  EXPECT_TRUE(check_after_failed(torn, 6, 8, &mismatch)) << "landed on some blocks";
+  // A unit never written before the failed write: zeroes or the failed write's data.
+  std::vector<uint8_t> zero_then_new = written(8);
+  std::memset(zero_then_new.data(), 0, kBlock);
+  EXPECT_TRUE(check_after_failed(zero_then_new, kGenerationNone, 8, &mismatch));
+}
+
+TEST(PerfVerify, AfterAFailedWriteAnythingElseIsCaught) {
+  PatternMismatch mismatch;
+  // Older than the acknowledged write: that write was lost.
+  EXPECT_FALSE(check_after_failed(written(5), 6, 8, &mismatch));
+  EXPECT_EQ(mismatch.lba, kLba);
+  // Newer than any write issued to the unit: not data of this unit's history.
+  EXPECT_FALSE(check_after_failed(written(9), 6, 8, &mismatch));
+  // The failed write's data, corrupt in one block.
+  std::vector<uint8_t> corrupt = written(8);
+  corrupt[kBlock * 5 + 200] ^= 1;
+  EXPECT_FALSE(check_after_failed(corrupt, 6, 8, &mismatch));
+  EXPECT_EQ(mismatch.lba, kLba + 5);
+  // Another LBA's or namespace's data of the failed generation; garbage; the read poison.
+  EXPECT_FALSE(check_after_failed(written(8, kLba + 8), 6, 8, &mismatch));
+  EXPECT_FALSE(check_after_failed(written(8, kLba, kNsid + 1), 6, 8, &mismatch));
+  EXPECT_FALSE(check_after_failed(std::vector<uint8_t>(kBlock * kBlocks, 0x5A), 6, 8, &mismatch));
+  EXPECT_FALSE(check_after_failed(std::vector<uint8_t>(kBlock * kBlocks, 0xFF), 6, 8, &mismatch));
+  // Without a failed write, only the acknowledged generation passes.
+  EXPECT_FALSE(check_after_failed(written(8), 6, kGenerationNone, &mismatch));
+}
+
+TEST(PerfVerify, FailedWriteRangeWrapsWithTheGenerations) {
+  PatternMismatch mismatch;
+  const uint32_t acknowledged = kGenerationUnknown - 2;
+  const uint32_t failed = next_generation(next_generation(acknowledged));  // past the wrap
+  ASSERT_EQ(failed, 1u);
+  EXPECT_TRUE(check_after_failed(written(failed), acknowledged, failed, &mismatch));
+  EXPECT_TRUE(check_after_failed(written(acknowledged + 1), acknowledged, failed, &mismatch));
+  EXPECT_FALSE(check_after_failed(written(2), acknowledged, failed, &mismatch));
+}
+
 TEST(PerfVerify, GenerationsSkipTheReservedValues) {
   EXPECT_EQ(next_generation(kGenerationNone), 1u);
   EXPECT_EQ(next_generation(41), 42u);

@@ -4,6 +4,7 @@
 // a fake namespace that stores what was written (round trip, corruption, failed writes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -35,7 +36,14 @@ struct FakePath {
   uint64_t poll_step_ns = 1000;
   bool hold_completions = false;
   unsigned corrupt_reads_from_poll = ~0u;  // flip a byte of every read from this poll on
-  bool fail_writes = false;                // writes complete with an error (after landing garbage)
+  bool fail_writes = false;  // writes complete with an error, after landing as below
+  // What a failed write leaves: its data on the first half of its blocks (torn; the rest
+  // keeps the old data), or garbage everywhere (what no failed write may do).
+  bool failed_writes_land_garbage = false;
+  // Writes submitted in polls [from, until) fail too (as fail_writes).
+  unsigned fail_writes_from_poll = ~0u;
+  unsigned fail_writes_until_poll = ~0u;
+  std::vector<const Task*> failing;  // writes submitted to fail, until their completion
   unsigned polls = 0;
   bool abandoned = false;
 
@@ -51,8 +59,12 @@ struct FakePath {
     if (task.is_read) {
       std::memcpy(task.buffer, at, kIoSize);
       if (polls >= corrupt_reads_from_poll) task.buffer[100] ^= 0x01;
-    } else if (fail_writes) {
+    } else if (write_fails() && failed_writes_land_garbage) {
       std::memset(at, 0x5A, kIoSize);
+      failing.push_back(&task);
+    } else if (write_fails()) {
+      std::memcpy(at, task.buffer, kIoSize / 2);
+      failing.push_back(&task);
     } else {
       std::memcpy(at, task.buffer, kIoSize);
     }
@@ -69,7 +81,9 @@ struct FakePath {
     batch.swap(in_flight);
     for (Task* task : batch) {
       EXPECT_EQ(task->state, TaskState::in_flight);
-      const bool failed = fail_writes && !task->is_read;
+      const auto failed_at = std::find(failing.begin(), failing.end(), task);
+      const bool failed = failed_at != failing.end();
+      if (failed) failing.erase(failed_at);
       core->complete(
           *this, *task,
           failed ? spec::generic_status(spec::sc_generic::internal_error) : spec::status_success);
@@ -77,6 +91,10 @@ struct FakePath {
   }
 
   void abandon() noexcept { abandoned = true; }
+
+  bool write_fails() const noexcept {
+    return fail_writes || (polls >= fail_writes_from_poll && polls < fail_writes_until_poll);
+  }
 };
 
 struct Fixture {
@@ -281,16 +299,73 @@ TEST(PerfWorkerCore, VerifyCatchesACorruptRead) {
   EXPECT_EQ(f.row().errors, 0u);
 }
 
-TEST(PerfWorkerCore, FailedWritesLeaveTheirUnitsUnchecked) {
+TEST(PerfWorkerCore, FailedWritesMayLeaveOldOrNewData) {
   Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
   ASSERT_EQ(f.set_up(), "");
-  f.path.fail_writes = true;  // garbage lands, the status says error
-  f.run_for(100 * 1000);
+  // Once most units were acknowledged, half of each write lands for a while and the status
+  // says error; then writes succeed again.
+  f.path.fail_writes_from_poll = 50;
+  f.path.fail_writes_until_poll = 100;
+  f.run_for(200 * 1000);
   const ResultRow row = f.row();
   EXPECT_GT(row.errors, 0u);
-  // Reads of never-written units see zeroes, of failed ones anything: neither is a failure.
+  EXPECT_GT(row.ios, 400u);
+  // Blocks of the last acknowledged write and of failed writes since, mixed: no failure.
   EXPECT_EQ(row.verify_failures, 0u);
   expect_all_idle(*f.core);
+}
+
+TEST(PerfWorkerCore, AFailedWriteDoesNotExcuseGarbage) {
+  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  ASSERT_EQ(f.set_up(), "");
+  f.path.fail_writes = true;
+  f.path.failed_writes_land_garbage = true;  // neither the old data nor the new
+  f.run_for(100 * 1000);
+  EXPECT_GT(f.row().errors, 0u);
+  EXPECT_GT(f.row().verify_failures, 0u);
+}
+
+// Every I/O handed to the queue ends completed or failed (refused ones included), and the
+// account says so; what is still in flight is counted as such.
+TEST(PerfWorkerCore, TheAccountBalances) {
+  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  ASSERT_EQ(f.set_up(), "");
+  f.path.answers = {SubmitOutcome::refused, SubmitOutcome::busy, SubmitOutcome::submitted,
+                    SubmitOutcome::refused};
+  f.path.fail_writes = true;
+  f.run_for(100 * 1000);
+  const IoAccount account = f.core->account();
+  const ResultRow row = f.row();
+  EXPECT_EQ(account.in_flight, 0u);
+  EXPECT_EQ(account.submitted, f.path.submitted_lbas.size() + 2) << "two refused";
+  EXPECT_EQ(account.submitted, account.completed + account.failed);
+  EXPECT_EQ(account.completed, row.ios);
+  EXPECT_EQ(account.failed, row.errors);
+  ASSERT_EQ(account.failures.kinds_used, 2u);
+  EXPECT_TRUE(account.failures.kinds[0].refused);
+  EXPECT_EQ(account.failures.kinds[0].count, 2u);
+  EXPECT_EQ(account.failures.kinds[1].sc, spec::sc_generic::internal_error);
+  EXPECT_EQ(account.failures.kinds[1].count, account.failed - 2);
+}
+
+TEST(PerfWorkerCore, TheAccountCountsWhatIsStillInFlight) {
+  Fixture f(base_settings(Workload::randread, 100, 4, false));
+  ASSERT_EQ(f.set_up(), "");
+  f.path.hold_completions = true;
+  f.path.poll_step_ns = uint64_t{1000} * 1000 * 1000;  // a second per poll
+  f.run_for(1000);  // the drain times out (kDrainTimeoutNs): four abandoned
+  IoAccount account = f.core->account();
+  EXPECT_EQ(account.submitted, 4u);
+  EXPECT_EQ(account.in_flight, 4u);
+  EXPECT_FALSE(account.balanced());
+  // Completed as aborted later (the qpair's disconnect): failed with that status, balanced.
+  for (Task* task : f.path.in_flight) {
+    f.core->complete(f.path, *task, spec::generic_status(spec::sc_generic::abort_requested));
+  }
+  account = f.core->account();
+  EXPECT_EQ(account.in_flight, 0u);
+  EXPECT_EQ(account.failed, 4u);
+  EXPECT_TRUE(account.balanced());
 }
 
 TEST(PerfWorkerCore, SetupChecksTheNamespaceAndTheQueue) {
