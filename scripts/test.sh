@@ -2,7 +2,9 @@
 # Installs what is missing, configures, builds, and runs every test tier that exists
 # (unit, e2e, vm). Benchmarks (label bench) are not run here: scripts/bench.sh runs them.
 #   BUILD_DIR   build folder (default: build)
-#   NVMF_SANITIZE  e.g. address,undefined for a sanitizer build
+#   NVMF_SANITIZE  e.g. address,undefined: the main build itself with sanitizers
+#   NVMF_CI_SANITIZERS  0 leaves out the sanitizer tiers below (default 1)
+#   NVMF_FUZZ_SECONDS   seconds each fuzz target runs in the sanitizer tier (default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,3 +21,40 @@ cmake --build "$BUILD_DIR"
 # -LE bench: every tier but benchmarks. Tests are separate processes, so two at a time
 # keeps both cores busy; none of them depends on timing tighter than a loaded CI machine.
 ctest --test-dir "$BUILD_DIR" -LE bench --output-on-failure -j "$(nproc)" --timeout 600
+
+# Sanitizer tiers (docs/testing.md, "Sanitizers"), each in a clang build folder of its own:
+# 1. AddressSanitizer + UndefinedBehaviorSanitizer (NVMF_FUZZ: every library also carries
+#    libFuzzer's coverage and keeps its asserts) serves the unit and e2e tiers and the fuzz
+#    targets (label fuzz: each runs its seed corpus, then fuzzes for NVMF_FUZZ_SECONDS).
+# 2. ThreadSanitizer over the binaries whose tests run threads: the reactors, the target on
+#    its reactor threads, host qpairs on several threads, the RPC server, the sim's threads,
+#    nvmf_hostd and the bdevs with completion threads. Only those binaries are built.
+# A sanitizer report fails the test that made it (halt_on_error; leaks included).
+if [ "${NVMF_CI_SANITIZERS:-1}" != 0 ]; then
+  ASAN_DIR="${BUILD_DIR}-asan"
+  CC=clang CXX=clang++ cmake -S . -B "$ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DNVMF_FUZZ=ON -DNVMF_BUILD_BENCH=OFF "-DNVMF_FUZZ_SECONDS=${NVMF_FUZZ_SECONDS:-20}"
+  cmake --build "$ASAN_DIR"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$ASAN_DIR" -L "unit|e2e|fuzz" --output-on-failure -j "$(nproc)" --timeout 900
+
+  TSAN_DIR="${BUILD_DIR}-tsan"
+  TSAN_BINARIES=(reactor_unit_tests env_unit_tests rpc_unit_tests verbs_sim_unit_tests
+                 target_unit_tests bdev_unit_tests nbd_unit_tests target_threads_e2e_tests
+                 host_e2e_tests nvmf_hostd_e2e_tests)
+  CC=clang CXX=clang++ cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DNVMF_SANITIZE=thread -DNVMF_BUILD_BENCH=OFF
+  cmake --build "$TSAN_DIR" --target "${TSAN_BINARIES[@]}"
+  # Each binary whole (ctest would also list the binaries not built here), two at a time.
+  mkdir -p "$TSAN_DIR/tsan-logs"
+  export TSAN_DIR
+  if ! printf '%s\n' "${TSAN_BINARIES[@]}" | TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      xargs -P "$(nproc)" -I{} sh -c 'log="$TSAN_DIR/tsan-logs/{}.log"
+        if timeout 1200 "$(find "$TSAN_DIR" -type f -name {} -perm -u+x | head -1)" \
+            --gtest_brief=1 >"$log" 2>&1; then echo "tsan: {} passed"
+        else echo "tsan: {} FAILED ($log):"; tail -60 "$log"; exit 255; fi'; then
+    echo "test.sh: the ThreadSanitizer tier failed" >&2
+    exit 1
+  fi
+fi
