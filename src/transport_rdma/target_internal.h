@@ -198,6 +198,10 @@ class RdmaPollGroup {
   uint64_t send_queue_waits() const noexcept {
     return send_queue_waits_.load(std::memory_order_relaxed);
   }
+  // COMM_EST events passed on to the CM (any thread).
+  uint64_t established_notifications() const noexcept {
+    return established_notifications_.load(std::memory_order_relaxed);
+  }
 
   // Messages from the acceptor (ctx = Connection*).
   static void on_new_connection(void* ctx) noexcept;
@@ -208,7 +212,8 @@ class RdmaPollGroup {
     return async_events_.try_push(event);
   }
   static void on_async_events(void* ctx) noexcept;
-  // Owner thread: closes what the event breaks (QP, CQ or SRQ error, device fatal).
+  // Owner thread: closes what the event breaks (QP, CQ or SRQ error, device fatal), tells
+  // the CM of a QP's early message (COMM_EST).
   void handle_async_event(const DeviceAsyncEvent& event) noexcept;
 
   // TransportOps for the target core.
@@ -253,7 +258,12 @@ class RdmaPollGroup {
   // An Abort of command `cid`: answers it now if it waits here for buffers or send-queue
   // room, or marks it to be answered when its RDMA READs end.
   target::TransportAbort abort_waiting_command(RdmaQpair& qpair, uint16_t cid) noexcept;
-  void count_wait(std::atomic<uint64_t>& counter) noexcept;
+  // Adds one to a counter only this group's thread writes (others read it).
+  void count_owned(std::atomic<uint64_t>& counter) noexcept;
+
+  // The queue pair a QP event names, when it is this group's (every group hears every event).
+  RdmaQpair* qpair_of(const DeviceAsyncEvent& item) const noexcept;
+  void notify_established(const DeviceAsyncEvent& item) noexcept;
 
   void begin_teardown(RdmaQpair& qpair, const char* why) noexcept;
   // A CQ, SRQ or device error: every queue pair on `context` is closed, and the context is
@@ -293,6 +303,7 @@ class RdmaPollGroup {
   std::atomic<uint64_t> cq_full_refusals_{0};
   std::atomic<uint64_t> buffer_waits_{0};      // written by the owner thread only
   std::atomic<uint64_t> send_queue_waits_{0};  // written by the owner thread only
+  std::atomic<uint64_t> established_notifications_{0};  // written by the owner thread only
 };
 
 }  // namespace nvmf::transport_rdma

@@ -168,6 +168,7 @@ RdmaTargetTransport::Stats RdmaTargetTransport::stats() const noexcept {
     stats.cq_full_refusals += group->cq_full_refusals();
     stats.buffer_waits += group->buffer_waits();
     stats.send_queue_waits += group->send_queue_waits();
+    stats.established_notifications += group->established_notifications();
   }
   return stats;
 }
@@ -360,7 +361,9 @@ void RdmaTargetTransport::handle_async_event(WatchedDevice& watched,
     case verbs::AsyncEventType::qp_access_error:
     case verbs::AsyncEventType::cq_error:
     case verbs::AsyncEventType::srq_error:
-      // The group that owns the QP, CQ or SRQ closes what it breaks and logs the line.
+    case verbs::AsyncEventType::comm_established:
+      // The group that owns the QP, CQ or SRQ closes what it breaks and logs the line; for
+      // COMM_EST it tells the CM on the QP's id (the group is the id's user since accept).
       broadcast_async_event(watched.device, event);
       return;
     case verbs::AsyncEventType::device_fatal:
@@ -379,7 +382,7 @@ void RdmaTargetTransport::handle_async_event(WatchedDevice& watched,
       NVMF_WARNLOG(rdma, "device %s: %s (the transport creates no work queues)", device_name, name);
       return;
     default:
-      // Notices (COMM_EST, LAST_WQE_REACHED, SQ_DRAINED, path, LID, P_Key, SM, GID changes).
+      // Notices (LAST_WQE_REACHED, SQ_DRAINED, path, LID, P_Key, SM, GID changes).
       NVMF_DEBUGLOG(rdma, "device %s: %s (QP %u, port %u)", device_name, name, event.qp_num,
                     event.port_num);
       return;
@@ -795,7 +798,7 @@ target::TransportAbort RdmaPollGroup::abort_waiting_command(RdmaQpair& qpair,
   return target::TransportAbort::not_found;
 }
 
-void RdmaPollGroup::count_wait(std::atomic<uint64_t>& counter) noexcept {
+void RdmaPollGroup::count_owned(std::atomic<uint64_t>& counter) noexcept {
   // One writer (this thread): a relaxed load and store, no locked instruction.
   counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
@@ -1013,7 +1016,7 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
           // FIFO: a command never overtakes one that waited longer for buffers.
           if (!req.link.linked()) {
             buffer_waiters_.push_back(req);
-            count_wait(buffer_waits_);
+            count_owned(buffer_waits_);
           }
           break;
         }
@@ -1026,7 +1029,7 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
         if (!qpair.send_waiters.empty() || !post_reads(req)) {
           if (!req.link.linked()) {
             qpair.send_waiters.push_back(req);
-            count_wait(send_queue_waits_);
+            count_owned(send_queue_waits_);
           }
         }
         break;
@@ -1054,7 +1057,7 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
         if (!qpair.send_waiters.empty() || !post_response(req)) {
           if (!req.link.linked()) {
             qpair.send_waiters.push_back(req);
-            count_wait(send_queue_waits_);
+            count_owned(send_queue_waits_);
           }
         }
         break;
@@ -1261,10 +1264,9 @@ void RdmaPollGroup::handle_async_event(const DeviceAsyncEvent& item) noexcept {
     case verbs::AsyncEventType::qp_fatal:
     case verbs::AsyncEventType::qp_request_error:
     case verbs::AsyncEventType::qp_access_error: {
-      auto found = by_qp_num_.find(event.qp_num);
-      // Another group's QP (every group hears every event), or one already gone.
-      if (found == by_qp_num_.end() || found->second->device.device != item.device) return;
-      RdmaQpair& qpair = *found->second;
+      RdmaQpair* found = qpair_of(item);
+      if (found == nullptr) return;
+      RdmaQpair& qpair = *found;
       const target::Controller* controller =
           qpair.core != nullptr ? qpair.core->controller() : nullptr;
       char why[160];
@@ -1293,9 +1295,34 @@ void RdmaPollGroup::handle_async_event(const DeviceAsyncEvent& item) noexcept {
         retire_device_context(context, name, event.type != verbs::AsyncEventType::device_fatal);
       }
       return;
+    case verbs::AsyncEventType::comm_established:
+      notify_established(item);
+      return;
     default:
       return;  // the acceptor handles the rest
   }
+}
+
+RdmaQpair* RdmaPollGroup::qpair_of(const DeviceAsyncEvent& item) const noexcept {
+  auto found = by_qp_num_.find(item.event.qp_num);
+  // Another group's QP, or one already gone.
+  if (found == by_qp_num_.end() || found->second->device.device != item.device) return nullptr;
+  return found->second;
+}
+
+void RdmaPollGroup::notify_established(const DeviceAsyncEvent& item) noexcept {
+  RdmaQpair* qpair = qpair_of(item);
+  // A queue pair being torn down has no connection left to establish.
+  if (qpair == nullptr || qpair->state != RdmaQpairState::live) return;
+  auto notified = qpair->connection.id->notify_established();
+  if (!notified) {
+    char text[160];
+    NVMF_WARNLOG(rdma, "device %s, QP %u: COMM_EST, but the CM could not be told: %s",
+                 item.device->caps().name.c_str(), item.event.qp_num,
+                 error_describe(notified.error(), text, sizeof(text)));
+    return;
+  }
+  count_owned(established_notifications_);
 }
 
 Result<void> RdmaPollGroup::register_poller(int fd) noexcept {

@@ -16,7 +16,10 @@
 // access error closes that queue pair as a disconnect does; a CQ or SRQ error closes every
 // queue pair on it (no completion will come: their WRs are forgotten) and the group makes a
 // new CQ and SRQ for later connections; device fatal closes everything on the device, its
-// listeners, and refuses new connections on it. Port events are logged and counted.
+// listeners, and refuses new connections on it. Communication established (a capsule came in
+// before the CM's ready-to-use) goes to the group too, which tells the CM on the connection's
+// id (CmId::notify_established, as rdma_notify), so a lost RTU cannot time the connection
+// out. Port events are logged and counted.
 //
 // Memory: each poll group registers, per device, one region of receive buffers (64-byte
 // capsule + in-capsule data), one region of data buffers (io_unit_size each; a command takes
@@ -122,6 +125,8 @@ class RdmaTargetTransport {
     uint64_t send_queue_waits = 0;
     // Device async events read, indexed by verbs::AsyncEventType (async_event_count()).
     std::array<uint64_t, verbs::kAsyncEventTypeCount> async_events{};
+    // COMM_EST events passed on to the CM of a live queue pair (CmId::notify_established).
+    uint64_t established_notifications = 0;
     uint64_t async_event_count(verbs::AsyncEventType type) const noexcept {
       return async_events[static_cast<size_t>(type)];
     }

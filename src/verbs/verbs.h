@@ -265,7 +265,8 @@ enum class AsyncEventType : uint8_t {
   qp_request_error = 2,  // IBV_EVENT_QP_REQ_ERR: the responder saw an invalid request; QP in error
   qp_access_error = 3,   // IBV_EVENT_QP_ACCESS_ERR: the responder refused a remote access
                          // (rkey, range, right); QP in error
-  comm_established = 4,  // IBV_EVENT_COMM_EST: a message arrived before the CM's RTU
+  comm_established = 4,  // IBV_EVENT_COMM_EST: a message arrived before the CM's RTU; pass it
+                         // on with CmId::notify_established
   sq_drained = 5,        // IBV_EVENT_SQ_DRAINED
   path_migrated = 6,     // IBV_EVENT_PATH_MIG
   path_migration_error = 7,  // IBV_EVENT_PATH_MIG_ERR
@@ -377,6 +378,13 @@ class CmId {
   virtual Result<void> accept(const ConnectParams& params) noexcept = 0;
   virtual Result<void> reject(const void* private_data, uint8_t length) noexcept = 0;
   virtual Result<void> disconnect() noexcept = 0;
+  // Passive side, after accept(): tells the CM the connection is established because a
+  // message already arrived on this id's QP (AsyncEventType::comm_established: the host's
+  // first capsule overtook the CM's ready-to-use message, which may be lost), as
+  // rdma_notify(id, IBV_EVENT_COMM_EST) does; without it the CM could still time the
+  // connection out. A connection the CM knows is established (the RTU came first) is no error.
+  // Errors: bad_state (nothing accepted on this id, or the connection is gone).
+  virtual Result<void> notify_established() noexcept = 0;
   // "address:port" of the peer, for logs.
   virtual std::string peer_address() const = 0;
 };

@@ -92,15 +92,15 @@ class HostAsyncEventsTest : public HostFixture {
     return done();
   }
 
-  // kCommands writes of a pattern, all in flight; returns their completions.
-  void write_all(host::Namespace& ns, host::IoQpair& qpair, DmaBuffer& data,
-                 std::vector<Completion>& completions, uint32_t seed) {
+  // kCommands writes of a pattern on queue_ (after open_queue), all in flight; their
+  // completions in completions_.
+  void write_all(uint32_t seed) {
     const size_t io_bytes = size_t{kIoBlocks} * kBlock;
-    fill_pattern(data.data(), io_bytes * kCommands, seed);
-    completions.assign(kCommands, Completion{});
+    fill_pattern(data_->data(), io_bytes * kCommands, seed);
+    completions_.assign(kCommands, Completion{});
     for (uint32_t i = 0; i < kCommands; ++i) {
-      ASSERT_TRUE(ns.write(qpair, data.data() + i * io_bytes, uint64_t{i} * kIoBlocks, kIoBlocks,
-                           &on_complete, &completions[i]));
+      ASSERT_TRUE(ns_->write(*queue_.qpair, data_->data() + i * io_bytes, uint64_t{i} * kIoBlocks,
+                             kIoBlocks, &on_complete, &completions_[i]));
     }
   }
 
@@ -130,24 +130,49 @@ class HostAsyncEventsTest : public HostFixture {
   uint64_t target_events(AsyncEventType type) const {
     return transport_->stats().async_event_count(type);
   }
+
+  // The set-up of the tests that write: a controller with recovery_opts() (controller_), the
+  // target's QPs it made (admin_target_qps_: the admin queue's), one watched I/O queue
+  // (queue_), namespace 1 (ns_) and room for kCommands writes (data_). Call it under
+  // ASSERT_NO_FATAL_FAILURE.
+  void open_queue() {
+    controller_ = connect(kNqn512, recovery_opts());
+    ASSERT_NE(controller_, nullptr);
+    admin_target_qps_ = target_provider_->qp_nums();
+    queue_ = alloc_watched(*controller_);
+    ASSERT_TRUE(queue_.qpair);
+    ns_ = controller_->ns(1);
+    ASSERT_NE(ns_, nullptr);
+    data_ = std::make_unique<DmaBuffer>(*host_, size_t{kIoBlocks} * kBlock * kCommands);
+    ASSERT_TRUE(*data_);
+  }
+
+  // What open_queue() made goes before the Host (HostFixture::TearDown), newest first.
+  void TearDown() override {
+    data_.reset();
+    queue_.qpair.reset();
+    controller_.reset();
+    HostFixture::TearDown();
+  }
+
+  std::unique_ptr<host::Controller> controller_;
+  std::vector<uint32_t> admin_target_qps_;
+  Queue queue_;
+  host::Namespace* ns_ = nullptr;
+  std::unique_ptr<DmaBuffer> data_;
+  std::vector<Completion> completions_;  // of write_all
 };
 
 // ---------------------------------------------------------------------------------------
 // Target's device
 
 TEST_F(HostAsyncEventsTest, TargetQpFatalClosesExactlyThatQueuePairAndTheHostReconnects) {
-  auto controller = connect(kNqn512, recovery_opts());
-  ASSERT_NE(controller, nullptr);
-  Queue first = alloc_watched(*controller);
-  Queue second = alloc_watched(*controller);
-  ASSERT_TRUE(first.qpair && second.qpair);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
-  ASSERT_TRUE(data);
-  std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *first.qpair, data, completions, 3));
-  ASSERT_TRUE(run_until({first.qpair.get()}, [&] { return all_called(completions); }));
+  ASSERT_NO_FATAL_FAILURE(open_queue());
+  Queue& first = queue_;
+  Queue second = alloc_watched(*controller_);
+  ASSERT_TRUE(second.qpair);
+  ASSERT_NO_FATAL_FAILURE(write_all(3));
+  ASSERT_TRUE(run_until({first.qpair.get()}, [&] { return all_called(completions_); }));
   const uint64_t accepted = transport_->stats().connects_accepted;
 
   // The host is idle: only the target's answer to the event (closing that queue pair, which
@@ -156,37 +181,30 @@ TEST_F(HostAsyncEventsTest, TargetQpFatalClosesExactlyThatQueuePairAndTheHostRec
   ASSERT_TRUE(
       target_provider_->inject_async_event(qp_event(AsyncEventType::qp_fatal, first.target_qp)));
   ASSERT_TRUE(run_with_time(
-      controller.get(), {first.qpair.get(), second.qpair.get()},
+      controller_.get(), {first.qpair.get(), second.qpair.get()},
       [&] { return first.qpair->stats().reconnects == 1 && first.qpair->connected(); }))
       << "reconnects " << first.qpair->stats().reconnects;
-  EXPECT_TRUE(each_once_and_ok(completions));
+  EXPECT_TRUE(each_once_and_ok(completions_));
   EXPECT_EQ(target_events(AsyncEventType::qp_fatal), 1u);
   EXPECT_EQ(transport_->stats().connects_accepted, accepted + 1) << "one reconnect";
   EXPECT_EQ(lines_with(log, "QP_FATAL async event on device sim0"), 1u) << all_lines(log);
   // Exactly that queue pair: the other and the admin queue never noticed.
   EXPECT_EQ(second.qpair->stats().qp_errors, 0u);
   EXPECT_EQ(second.qpair->stats().reconnects, 0u);
-  EXPECT_TRUE(controller->connected());
-  EXPECT_TRUE(read_back(*ns, *first.qpair, 3));
-  EXPECT_TRUE(read_back(*ns, *second.qpair, 3));
+  EXPECT_TRUE(controller_->connected());
+  EXPECT_TRUE(read_back(*ns_, *first.qpair, 3));
+  EXPECT_TRUE(read_back(*ns_, *second.qpair, 3));
 }
 
 TEST_F(HostAsyncEventsTest, TargetCqErrorClosesTheQueuePairsOnItAndLaterOnesGetANewCq) {
-  auto controller = connect(kNqn512, recovery_opts());  // admin: reactor 0's group
-  ASSERT_NE(controller, nullptr);
-  const std::vector<uint32_t> admin_qps = target_provider_->qp_nums();
-  ASSERT_EQ(admin_qps.size(), 1u);
-  const verbs::CompletionQueue* admin_cq = target_provider_->send_cq_of(admin_qps[0]);
-  Queue first = alloc_watched(*controller);  // reactor 1's group
-  ASSERT_TRUE(first.qpair);
+  ASSERT_NO_FATAL_FAILURE(open_queue());  // admin: reactor 0's group; the queue: reactor 1's
+  Queue& first = queue_;
+  ASSERT_EQ(admin_target_qps_.size(), 1u);
+  const verbs::CompletionQueue* admin_cq = target_provider_->send_cq_of(admin_target_qps_[0]);
   const verbs::CompletionQueue* failed_cq = target_provider_->send_cq_of(first.target_qp);
   ASSERT_NE(failed_cq, nullptr);
   ASSERT_NE(failed_cq, admin_cq);
-  host::Namespace* ns = controller->ns(1);
-  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
-  ASSERT_TRUE(data);
-  std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *first.qpair, data, completions, 5));
+  ASSERT_NO_FATAL_FAILURE(write_all(5));
   first.qpair->process_completions();  // the capsules go out
   harness_.poll_round();               // the target starts on them
 
@@ -195,27 +213,27 @@ TEST_F(HostAsyncEventsTest, TargetCqErrorClosesTheQueuePairsOnItAndLaterOnesGetA
   cq_error.type = AsyncEventType::cq_error;
   cq_error.cq = failed_cq;
   ASSERT_TRUE(target_provider_->inject_async_event(cq_error));
-  ASSERT_TRUE(run_with_time(controller.get(), {first.qpair.get()},
+  ASSERT_TRUE(run_with_time(controller_.get(), {first.qpair.get()},
                             [&] {
-                              return all_called(completions) &&
+                              return all_called(completions_) &&
                                      first.qpair->stats().reconnects == 1 &&
                                      first.qpair->connected();
                             }))
       << "reconnects " << first.qpair->stats().reconnects;
-  EXPECT_TRUE(each_once_and_ok(completions));
+  EXPECT_TRUE(each_once_and_ok(completions_));
   EXPECT_EQ(target_events(AsyncEventType::cq_error), 1u);
   EXPECT_EQ(lines_with(log, "device sim0: CQ_ERR"), 1u);
-  EXPECT_TRUE(controller->connected()) << "the admin queue is on another CQ";
+  EXPECT_TRUE(controller_->connected()) << "the admin queue is on another CQ";
 
   // The reconnect went to reactor 0; the next queue pair lands on reactor 1 again and gets a
   // new CQ there (neither the failed one nor reactor 0's).
-  Queue second = alloc_watched(*controller);
+  Queue second = alloc_watched(*controller_);
   ASSERT_TRUE(second.qpair);
   const verbs::CompletionQueue* second_cq = target_provider_->send_cq_of(second.target_qp);
   EXPECT_NE(second_cq, failed_cq);
   EXPECT_NE(second_cq, admin_cq);
-  EXPECT_TRUE(read_back(*ns, *second.qpair, 5));
-  EXPECT_TRUE(read_back(*ns, *first.qpair, 5));
+  EXPECT_TRUE(read_back(*ns_, *second.qpair, 5));
+  EXPECT_TRUE(read_back(*ns_, *first.qpair, 5));
 }
 
 TEST_F(HostAsyncEventsTest, TargetDeviceFatalClosesEverythingAndStopsListening) {
@@ -255,72 +273,51 @@ TEST_F(HostAsyncEventsTest, TargetDeviceFatalClosesEverythingAndStopsListening) 
 // Host's device
 
 TEST_F(HostAsyncEventsTest, HostQpFatalOnAnIoQueueReconnectsAndLosesNothing) {
-  auto controller = connect(kNqn512, recovery_opts());
-  ASSERT_NE(controller, nullptr);
-  Queue queue = alloc_watched(*controller);
-  ASSERT_TRUE(queue.qpair);
-  host::Namespace* ns = controller->ns(1);
-  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
-  ASSERT_TRUE(data);
-  std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *queue.qpair, data, completions, 9));
+  ASSERT_NO_FATAL_FAILURE(open_queue());
+  ASSERT_NO_FATAL_FAILURE(write_all(9));
 
   test::LogCapture log;
   ASSERT_TRUE(
-      host_provider_->inject_async_event(qp_event(AsyncEventType::qp_fatal, queue.host_qp)));
-  ASSERT_TRUE(run_with_time(controller.get(), {queue.qpair.get()},
-                            [&] { return all_called(completions) && queue.qpair->connected(); }));
-  for (int i = 0; i < 16; ++i) round({queue.qpair.get()});
-  EXPECT_TRUE(each_once_and_ok(completions));
-  const host::IoQpairStats stats = queue.qpair->stats();
+      host_provider_->inject_async_event(qp_event(AsyncEventType::qp_fatal, queue_.host_qp)));
+  ASSERT_TRUE(run_with_time(controller_.get(), {queue_.qpair.get()},
+                            [&] { return all_called(completions_) && queue_.qpair->connected(); }));
+  for (int i = 0; i < 16; ++i) round({queue_.qpair.get()});
+  EXPECT_TRUE(each_once_and_ok(completions_));
+  const host::IoQpairStats stats = queue_.qpair->stats();
   EXPECT_EQ(stats.qp_errors, 1u);
   EXPECT_EQ(stats.reconnects, 1u);
   EXPECT_GT(stats.resubmitted, 0u);
   EXPECT_EQ(lines_with(log, "queue 1 to 10.0.0.1:4420: QP_FATAL async event on device sim1"), 1u);
-  EXPECT_TRUE(controller->connected());
-  EXPECT_TRUE(read_back(*ns, *queue.qpair, 9));
+  EXPECT_TRUE(controller_->connected());
+  EXPECT_TRUE(read_back(*ns_, *queue_.qpair, 9));
 }
 
 TEST_F(HostAsyncEventsTest, HostCqErrorSettlesWithoutItsCompletionsAndReconnects) {
-  auto controller = connect(kNqn512, recovery_opts());
-  ASSERT_NE(controller, nullptr);
-  Queue queue = alloc_watched(*controller);
-  ASSERT_TRUE(queue.qpair);
-  host::Namespace* ns = controller->ns(1);
-  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
-  ASSERT_TRUE(data);
-  std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *queue.qpair, data, completions, 11));
+  ASSERT_NO_FATAL_FAILURE(open_queue());
+  ASSERT_NO_FATAL_FAILURE(write_all(11));
 
   // The queue's one CQ stops reporting: not even the drain after the error comes back.
   test::LogCapture log;
   AsyncEvent cq_error;
   cq_error.type = AsyncEventType::cq_error;
-  cq_error.cq = host_provider_->send_cq_of(queue.host_qp);
+  cq_error.cq = host_provider_->send_cq_of(queue_.host_qp);
   ASSERT_NE(cq_error.cq, nullptr);
   ASSERT_TRUE(host_provider_->inject_async_event(cq_error));
-  ASSERT_TRUE(run_with_time(controller.get(), {queue.qpair.get()},
-                            [&] { return all_called(completions) && queue.qpair->connected(); }))
-      << "outstanding " << queue.qpair->outstanding() << ", reconnecting "
-      << queue.qpair->reconnecting();
-  for (int i = 0; i < 16; ++i) round({queue.qpair.get()});
-  EXPECT_TRUE(each_once_and_ok(completions));
-  EXPECT_EQ(queue.qpair->stats().reconnects, 1u);
-  EXPECT_EQ(queue.qpair->stats().resubmitted, kCommands) << "no response was seen: all resent";
+  ASSERT_TRUE(run_with_time(controller_.get(), {queue_.qpair.get()},
+                            [&] { return all_called(completions_) && queue_.qpair->connected(); }))
+      << "outstanding " << queue_.qpair->outstanding() << ", reconnecting "
+      << queue_.qpair->reconnecting();
+  for (int i = 0; i < 16; ++i) round({queue_.qpair.get()});
+  EXPECT_TRUE(each_once_and_ok(completions_));
+  EXPECT_EQ(queue_.qpair->stats().reconnects, 1u);
+  EXPECT_EQ(queue_.qpair->stats().resubmitted, kCommands) << "no response was seen: all resent";
   EXPECT_EQ(lines_with(log, "queue 1 to 10.0.0.1:4420: CQ_ERR async event on device sim1"), 1u);
-  EXPECT_TRUE(read_back(*ns, *queue.qpair, 11));
+  EXPECT_TRUE(read_back(*ns_, *queue_.qpair, 11));
 }
 
 TEST_F(HostAsyncEventsTest, HostDeviceFatalFailsEveryQueueOnTheDeviceAndEachCallbackRunsOnce) {
-  auto controller = connect(kNqn512, recovery_opts());
-  ASSERT_NE(controller, nullptr);
-  Queue queue = alloc_watched(*controller);
-  ASSERT_TRUE(queue.qpair);
-  host::Namespace* ns = controller->ns(1);
-  DmaBuffer data(*host_, size_t{kIoBlocks} * kBlock * kCommands);
-  ASSERT_TRUE(data);
-  std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(write_all(*ns, *queue.qpair, data, completions, 13));
+  ASSERT_NO_FATAL_FAILURE(open_queue());
+  ASSERT_NO_FATAL_FAILURE(write_all(13));
 
   test::LogCapture log;
   AsyncEvent fatal;
@@ -328,14 +325,14 @@ TEST_F(HostAsyncEventsTest, HostDeviceFatalFailsEveryQueueOnTheDeviceAndEachCall
   ASSERT_TRUE(host_provider_->inject_async_event(fatal));
   // The I/O queue's polls read the event for both queues; the admin queue fails at its next
   // poll (what the library does when the admin queue fails: the controller is lost).
-  ASSERT_TRUE(run_with_time(controller.get(), {queue.qpair.get()}, [&] {
-    return all_called(completions) && !controller->connected() && !queue.qpair->reconnecting();
+  ASSERT_TRUE(run_with_time(controller_.get(), {queue_.qpair.get()}, [&] {
+    return all_called(completions_) && !controller_->connected() && !queue_.qpair->reconnecting();
   }));
-  for (int i = 0; i < 16; ++i) round({queue.qpair.get()});
-  for (size_t i = 0; i < completions.size(); ++i) {
-    EXPECT_EQ(completions[i].calls, 1) << "command " << i;  // resent and done, or failed once
+  for (int i = 0; i < 16; ++i) round({queue_.qpair.get()});
+  for (size_t i = 0; i < completions_.size(); ++i) {
+    EXPECT_EQ(completions_[i].calls, 1) << "command " << i;  // resent and done, or failed once
   }
-  EXPECT_GE(queue.qpair->stats().qp_errors, 1u);
+  EXPECT_GE(queue_.qpair->stats().qp_errors, 1u);
   EXPECT_EQ(lines_with(log, "device sim1: DEVICE_FATAL: its 2 queues fail"), 1u);
   EXPECT_EQ(lines_with(log, "queue 0 to 10.0.0.1:4420: DEVICE_FATAL async event on device sim1"),
             1u);

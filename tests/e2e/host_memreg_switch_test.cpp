@@ -202,11 +202,39 @@ class MemregSwitchFixture : public HostFixture {
     opts.reconnect_delay_ms = 50;
     return opts;
   }
-  static host::IoQpairOpts queue_opts() {
+  static host::IoQpairOpts queue_opts(uint16_t entries = kQueueEntries) {
     host::IoQpairOpts opts;
-    opts.queue_size = kQueueEntries;
+    opts.queue_size = entries;
     return opts;
   }
+
+  // The set-up of the tests: a controller whose queues start with policy `first`
+  // (controller_), one I/O qpair of `queue_entries` entries (qpair_), namespace 1 (ns_) and
+  // `data_bytes` of DMA memory (data_; none for 0). Call it under ASSERT_NO_FATAL_FAILURE.
+  void open_queue(MemregPolicy first, size_t data_bytes, uint16_t queue_entries = kQueueEntries) {
+    controller_ = connect(kNqn512, switch_opts(first));
+    ASSERT_NE(controller_, nullptr);
+    qpair_ = alloc_qpair(*controller_, queue_opts(queue_entries));
+    ASSERT_NE(qpair_, nullptr);
+    ns_ = controller_->ns(1);
+    ASSERT_NE(ns_, nullptr);
+    if (data_bytes == 0) return;
+    data_ = std::make_unique<DmaBuffer>(*host_, data_bytes);
+    ASSERT_TRUE(*data_);
+  }
+
+  // What open_queue() made goes before the Host (HostFixture::TearDown), newest first.
+  void TearDown() override {
+    data_.reset();
+    qpair_.reset();
+    controller_.reset();
+    HostFixture::TearDown();
+  }
+
+  std::unique_ptr<host::Controller> controller_;
+  std::unique_ptr<host::IoQpair> qpair_;
+  host::Namespace* ns_ = nullptr;
+  std::unique_ptr<DmaBuffer> data_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -248,14 +276,9 @@ class HostMemregSwitchTest : public MemregSwitchFixture,
 TEST_P(HostMemregSwitchTest, EveryPolicyPairSwitchesUnderVerifiedLoadWithNothingLost) {
   const std::vector<MemregPolicy>& policies = GetParam().policies;
   const std::vector<MemregPolicy> walk = every_pair_walk(policies);
-  auto controller = connect(kNqn512, switch_opts(walk.front()));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  ASSERT_GE(qpair->depth(), kQueueDepth);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  VerifiedLoad load(*host_, *ns, *qpair);
+  ASSERT_NO_FATAL_FAILURE(open_queue(walk.front(), 0));
+  ASSERT_GE(qpair_->depth(), kQueueDepth);
+  VerifiedLoad load(*host_, *ns_, *qpair_);
   ASSERT_TRUE(load.ok());
 
   uint64_t switches = 0;
@@ -263,25 +286,25 @@ TEST_P(HostMemregSwitchTest, EveryPolicyPairSwitchesUnderVerifiedLoadWithNothing
     for (size_t i = 0; i < walk.size(); ++i) {
       if (repeat == 0 && i == 0) continue;  // the policy the qpair started with
       const MemregPolicy to = walk[i];
-      const MemregPolicy from = qpair->memreg_policy();
+      const MemregPolicy from = qpair_->memreg_policy();
       SCOPED_TRACE(std::string(host::memreg_policy_name(from)) + " -> " +
                    host::memreg_policy_name(to));
       const uint64_t target = load.completed + kIosBetweenSwitches;
-      ASSERT_TRUE(run_load(load, *qpair, [&] { return load.completed >= target; }));
+      ASSERT_TRUE(run_load(load, *qpair_, [&] { return load.completed >= target; }));
       ASSERT_GT(load.in_flight(), kQueueDepth / 2) << "the switch must find I/O in flight";
-      ASSERT_TRUE(qpair->set_memreg_policy(to));
-      EXPECT_TRUE(qpair->switching());
-      ASSERT_TRUE(run_load(load, *qpair, [&] { return !qpair->switching(); }))
-          << "the drain did not end: outstanding " << qpair->outstanding();
-      EXPECT_EQ(qpair->memreg_policy(), to);
+      ASSERT_TRUE(qpair_->set_memreg_policy(to));
+      EXPECT_TRUE(qpair_->switching());
+      ASSERT_TRUE(run_load(load, *qpair_, [&] { return !qpair_->switching(); }))
+          << "the drain did not end: outstanding " << qpair_->outstanding();
+      EXPECT_EQ(qpair_->memreg_policy(), to);
       ++switches;
     }
   }
   const uint64_t last = load.completed + kIosBetweenSwitches;
-  ASSERT_TRUE(run_load(load, *qpair, [&] { return load.completed >= last; }));
+  ASSERT_TRUE(run_load(load, *qpair_, [&] { return load.completed >= last; }));
   load.stop();
-  ASSERT_TRUE(run_rounds({qpair.get()}, [&] { return load.in_flight() == 0; }));
-  for (int i = 0; i < 16; ++i) round({qpair.get()});
+  ASSERT_TRUE(run_rounds({qpair_.get()}, [&] { return load.in_flight() == 0; }));
+  for (int i = 0; i < 16; ++i) round({qpair_.get()});
 
   EXPECT_EQ(load.errors, 0u);
   EXPECT_EQ(load.verify_failures, 0u);
@@ -289,15 +312,15 @@ TEST_P(HostMemregSwitchTest, EveryPolicyPairSwitchesUnderVerifiedLoadWithNothing
   EXPECT_EQ(load.refused, 0u);
   EXPECT_EQ(load.completed, load.submitted);
   EXPECT_GT(load.busy, 0u) << "a drain refuses new submits";
-  const host::IoQpairStats stats = qpair->stats();
+  const host::IoQpairStats stats = qpair_->stats();
   EXPECT_EQ(stats.memreg_switches, switches);
   EXPECT_EQ(stats.memreg_switch_failures, 0u);
   EXPECT_EQ(stats.reconnects, 0u);
   EXPECT_EQ(stats.qp_errors, 0u);
   EXPECT_EQ(stats.bind_errors, 0u);
   EXPECT_EQ(stats.errors, 0u);
-  EXPECT_EQ(controller->stats().reconnects, 0u);
-  EXPECT_TRUE(qpair->connected());
+  EXPECT_EQ(controller_->stats().reconnects, 0u);
+  EXPECT_TRUE(qpair_->connected());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -352,49 +375,42 @@ class HostMemregSwitchEdgeTest : public MemregSwitchFixture {
 };
 
 TEST_F(HostMemregSwitchEdgeTest, ThePolicyInUseIsANoOpAndASwitchCanBeCalledOff) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::max));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes);
-  ASSERT_TRUE(data);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::max, kIoBytes));
 
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::max));
-  EXPECT_FALSE(qpair->switching());
-  ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
-    return ns->read(*qpair, data.data(), 0, kBlocksPerIo, cb, ctx);
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::max));
+  EXPECT_FALSE(qpair_->switching());
+  ASSERT_TRUE(run_io(*qpair_, [&](host::IoCallback cb, void* ctx) {
+    return ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, cb, ctx);
   }));
 
   // Asked for and called off before the qpair polled: nothing switches, I/O goes on.
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::sagi));
-  EXPECT_TRUE(qpair->switching());
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::sagi));
+  EXPECT_TRUE(qpair_->switching());
   Completion refused_read;
-  auto busy = ns->read(*qpair, data.data(), 0, kBlocksPerIo, &on_complete, &refused_read);
+  auto busy = ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, &on_complete, &refused_read);
   ASSERT_FALSE(busy);
   EXPECT_EQ(busy.error().code, Errc::busy);
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::max));
-  EXPECT_FALSE(qpair->switching());
-  ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
-    return ns->read(*qpair, data.data(), 0, kBlocksPerIo, cb, ctx);
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::max));
+  EXPECT_FALSE(qpair_->switching());
+  ASSERT_TRUE(run_io(*qpair_, [&](host::IoCallback cb, void* ctx) {
+    return ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, cb, ctx);
   }));
   // The last request wins: sagi, then deferred.
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::sagi));
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::deferred));
-  ASSERT_TRUE(run_rounds({qpair.get()}, [&] { return !qpair->switching(); }));
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::deferred);
-  EXPECT_EQ(qpair->stats().memreg_switches, 1u);
-  ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
-    return ns->read(*qpair, data.data(), 0, kBlocksPerIo, cb, ctx);
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::sagi));
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::deferred));
+  ASSERT_TRUE(run_rounds({qpair_.get()}, [&] { return !qpair_->switching(); }));
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::deferred);
+  EXPECT_EQ(qpair_->stats().memreg_switches, 1u);
+  ASSERT_TRUE(run_io(*qpair_, [&](host::IoCallback cb, void* ctx) {
+    return ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, cb, ctx);
   }));
 
   // Not a policy: refused, nothing changes.
-  auto bogus = qpair->set_memreg_policy(static_cast<MemregPolicy>(9));
+  auto bogus = qpair_->set_memreg_policy(static_cast<MemregPolicy>(9));
   ASSERT_FALSE(bogus);
   EXPECT_EQ(bogus.error().code, Errc::invalid_argument);
-  EXPECT_FALSE(qpair->switching());
-  auto bogus_all = controller->set_memreg_policy(static_cast<MemregPolicy>(9));
+  EXPECT_FALSE(qpair_->switching());
+  auto bogus_all = controller_->set_memreg_policy(static_cast<MemregPolicy>(9));
   ASSERT_FALSE(bogus_all);
   EXPECT_EQ(bogus_all.error().code, Errc::invalid_argument);
 }
@@ -418,52 +434,45 @@ class HostMemregSwitchLocalInvTest : public HostMemregSwitchEdgeTest {
 };
 
 TEST_F(HostMemregSwitchLocalInvTest, TheDrainWaitsForDeferredLocalInvalidatesAfterTheirIo) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::deferred));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes);
-  ASSERT_TRUE(data);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::deferred, kIoBytes));
   // Reads until one is called back before its LOCAL_INV's completion: 2 of its 3 CQEs in
   // (the response's receive and the SEND's).
   bool local_inv_pending = false;
   uint64_t cqes_before = 0;
   for (int attempt = 0; attempt < 64 && !local_inv_pending; ++attempt) {
-    ASSERT_TRUE(run_rounds({qpair.get()},
+    ASSERT_TRUE(run_rounds({qpair_.get()},
                            [&] {
-                             return qpair->stats().cqes_reaped ==
-                                    qpair->stats().local_invalidates_posted +
-                                        qpair->stats().sends_posted + qpair->stats().completed +
+                             return qpair_->stats().cqes_reaped ==
+                                    qpair_->stats().local_invalidates_posted +
+                                        qpair_->stats().sends_posted + qpair_->stats().completed +
                                         1;  // + the Connect's
                            }))
         << "attempt " << attempt;
-    cqes_before = qpair->stats().cqes_reaped;
+    cqes_before = qpair_->stats().cqes_reaped;
     Completion read;
-    ASSERT_TRUE(ns->read(*qpair, data.data(), 0, kBlocksPerIo, &on_complete, &read));
-    ASSERT_TRUE(run_rounds({qpair.get()}, [&] { return read.calls == 1; }));
-    local_inv_pending = qpair->stats().cqes_reaped == cqes_before + 2;
+    ASSERT_TRUE(ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, &on_complete, &read));
+    ASSERT_TRUE(run_rounds({qpair_.get()}, [&] { return read.calls == 1; }));
+    local_inv_pending = qpair_->stats().cqes_reaped == cqes_before + 2;
   }
   ASSERT_TRUE(local_inv_pending) << "no read was called back before its LOCAL_INV completed";
-  ASSERT_EQ(qpair->outstanding(), 0u);
+  ASSERT_EQ(qpair_->outstanding(), 0u);
 
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::global));
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::global));
   bool switched_early = false;
-  ASSERT_TRUE(run_rounds({qpair.get()}, [&] {
-    if (!qpair->switching() && qpair->stats().cqes_reaped != cqes_before + 3) {
+  ASSERT_TRUE(run_rounds({qpair_.get()}, [&] {
+    if (!qpair_->switching() && qpair_->stats().cqes_reaped != cqes_before + 3) {
       switched_early = true;
     }
-    return !qpair->switching();
+    return !qpair_->switching();
   }));
   EXPECT_FALSE(switched_early) << "switched while a window's LOCAL_INV was outstanding";
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::global);
-  EXPECT_EQ(qpair->stats().cqes_reaped, cqes_before + 3);
-  EXPECT_EQ(qpair->stats().memreg_switches, 1u);
-  ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
-    return ns->read(*qpair, data.data(), 0, kBlocksPerIo, cb, ctx);
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::global);
+  EXPECT_EQ(qpair_->stats().cqes_reaped, cqes_before + 3);
+  EXPECT_EQ(qpair_->stats().memreg_switches, 1u);
+  ASSERT_TRUE(run_io(*qpair_, [&](host::IoCallback cb, void* ctx) {
+    return ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, cb, ctx);
   }));
-  EXPECT_EQ(qpair->stats().reconnects, 0u);
+  EXPECT_EQ(qpair_->stats().reconnects, 0u);
 }
 
 // A device without type-2 memory windows can do global only.
@@ -477,119 +486,91 @@ class HostMemregSwitchNoWindowsTest : public HostMemregSwitchEdgeTest {
 };
 
 TEST_F(HostMemregSwitchNoWindowsTest, APolicyTheDeviceCannotDoIsNotSupportedAndChangesNothing) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::global));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes);
-  ASSERT_TRUE(data);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::global, kIoBytes));
   test::LogCapture log;
   for (MemregPolicy policy :
        {MemregPolicy::unsafe, MemregPolicy::sagi, MemregPolicy::max, MemregPolicy::deferred}) {
     SCOPED_TRACE(host::memreg_policy_name(policy));
-    auto asked = qpair->set_memreg_policy(policy);
+    auto asked = qpair_->set_memreg_policy(policy);
     ASSERT_FALSE(asked);
     EXPECT_EQ(asked.error().code, Errc::not_supported);
-    EXPECT_FALSE(qpair->switching());
-    EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::global);
-    auto asked_all = controller->set_memreg_policy(policy);
+    EXPECT_FALSE(qpair_->switching());
+    EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::global);
+    auto asked_all = controller_->set_memreg_policy(policy);
     ASSERT_FALSE(asked_all);
     EXPECT_EQ(asked_all.error().code, Errc::not_supported);
   }
   EXPECT_TRUE(log.contains("type-2 memory windows"));
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::global));
-  ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
-    return ns->read(*qpair, data.data(), 0, kBlocksPerIo, cb, ctx);
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::global));
+  ASSERT_TRUE(run_io(*qpair_, [&](host::IoCallback cb, void* ctx) {
+    return ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, cb, ctx);
   }));
-  EXPECT_EQ(qpair->stats().memreg_switches, 0u);
+  EXPECT_EQ(qpair_->stats().memreg_switches, 0u);
 }
 
 TEST_F(HostMemregSwitchEdgeTest,
        AQpErrorDuringTheDrainReconnectsAndTheNewQueuePairHasTheNewPolicy) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::sagi));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes * kQueueDepth);
-  ASSERT_TRUE(data);
-  fill_pattern(data.data(), data.size(), 21);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::sagi, kIoBytes * kQueueDepth));
+  fill_pattern(data_->data(), data_->size(), 21);
   std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(submit_writes(*qpair, *ns, data, kQueueDepth, &completions));
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::deferred));
+  ASSERT_NO_FATAL_FAILURE(submit_writes(*qpair_, *ns_, *data_, kQueueDepth, &completions));
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::deferred));
   host_provider_->fail_next_wrs(1, verbs::WcStatus::general_error);  // the first WR to run
 
   ASSERT_TRUE(run_rounds(
-      {qpair.get()}, [&] { return all_called(completions); }, 20))
-      << "outstanding " << qpair->outstanding();
-  for (int i = 0; i < 16; ++i) round({qpair.get()});
+      {qpair_.get()}, [&] { return all_called(completions); }, 20))
+      << "outstanding " << qpair_->outstanding();
+  for (int i = 0; i < 16; ++i) round({qpair_.get()});
   expect_each_once(completions, true);
-  EXPECT_FALSE(qpair->switching());
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::deferred);
-  const host::IoQpairStats stats = qpair->stats();
+  EXPECT_FALSE(qpair_->switching());
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::deferred);
+  const host::IoQpairStats stats = qpair_->stats();
   EXPECT_EQ(stats.qp_errors, 1u);
   EXPECT_EQ(stats.reconnects, 1u);
   EXPECT_EQ(stats.memreg_switches, 1u);
   EXPECT_GT(stats.resubmitted, 0u);
-  ASSERT_NO_FATAL_FAILURE(expect_data(*qpair, *ns, kQueueDepth, 21));
+  ASSERT_NO_FATAL_FAILURE(expect_data(*qpair_, *ns_, kQueueDepth, 21));
 }
 
 TEST_F(HostMemregSwitchEdgeTest, ASwitchAskedForWhileReconnectingTakesEffectWithTheNewQueuePair) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::global));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes);
-  ASSERT_TRUE(data);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::global, kIoBytes));
   Completion read;
-  ASSERT_TRUE(ns->read(*qpair, data.data(), 0, kBlocksPerIo, &on_complete, &read));
+  ASSERT_TRUE(ns_->read(*qpair_, data_->data(), 0, kBlocksPerIo, &on_complete, &read));
   host_provider_->fail_next_wrs(1, verbs::WcStatus::general_error);
-  ASSERT_TRUE(run_rounds({qpair.get()}, [&] { return qpair->reconnecting(); }));
-  EXPECT_EQ(qpair->stats().binds_posted, 0u);  // global binds nothing
+  ASSERT_TRUE(run_rounds({qpair_.get()}, [&] { return qpair_->reconnecting(); }));
+  EXPECT_EQ(qpair_->stats().binds_posted, 0u);  // global binds nothing
 
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::sagi));
-  EXPECT_TRUE(qpair->switching());
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::sagi));
+  EXPECT_TRUE(qpair_->switching());
   ASSERT_TRUE(run_rounds(
-      {qpair.get()}, [&] { return read.calls == 1 && qpair->connected(); }, 20));
+      {qpair_.get()}, [&] { return read.calls == 1 && qpair_->connected(); }, 20));
   EXPECT_TRUE(read.status.is_success()) << describe(read.status);
-  EXPECT_FALSE(qpair->switching());
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::sagi);
-  const host::IoQpairStats stats = qpair->stats();
+  EXPECT_FALSE(qpair_->switching());
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::sagi);
+  const host::IoQpairStats stats = qpair_->stats();
   EXPECT_EQ(stats.reconnects, 1u);
   EXPECT_EQ(stats.memreg_switches, 1u);
   EXPECT_EQ(stats.binds_posted, 1u) << "the resent read goes with a window of the new policy";
 }
 
 TEST_F(HostMemregSwitchEdgeTest, DisconnectDuringASwitchCallsEveryIoBackOnceAndDropsTheSwitch) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::deferred));
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller, queue_opts());
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes * kQueueDepth);
-  ASSERT_TRUE(data);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::deferred, kIoBytes * kQueueDepth));
   std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(submit_writes(*qpair, *ns, data, kQueueDepth, &completions));
-  round({qpair.get()});  // the writes reach the target
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::global));
-  ASSERT_TRUE(qpair->switching());
-  qpair->disconnect();
-  for (int i = 0; i < 16; ++i) round({qpair.get()});
+  ASSERT_NO_FATAL_FAILURE(submit_writes(*qpair_, *ns_, *data_, kQueueDepth, &completions));
+  round({qpair_.get()});  // the writes reach the target
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::global));
+  ASSERT_TRUE(qpair_->switching());
+  qpair_->disconnect();
+  for (int i = 0; i < 16; ++i) round({qpair_.get()});
   expect_each_once(completions, false);
   for (const Completion& completion : completions) {
     EXPECT_TRUE(completion.status.is_success() || is_sq_deletion_abort(completion.status))
         << describe(completion.status);
   }
-  EXPECT_FALSE(qpair->switching());
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::deferred);
-  EXPECT_EQ(qpair->stats().memreg_switches, 0u);
-  auto after = qpair->set_memreg_policy(MemregPolicy::global);
+  EXPECT_FALSE(qpair_->switching());
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::deferred);
+  EXPECT_EQ(qpair_->stats().memreg_switches, 0u);
+  auto after = qpair_->set_memreg_policy(MemregPolicy::global);
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().code, Errc::bad_state);
 }
@@ -608,36 +589,27 @@ class HostMemregSwitchFewKeysTest : public HostMemregSwitchEdgeTest {
 };
 
 TEST_F(HostMemregSwitchFewKeysTest, ANewPolicyThatCannotBeBuiltKeepsTheOldOne) {
-  auto controller = connect(kNqn512, switch_opts(MemregPolicy::sagi));
-  ASSERT_NE(controller, nullptr);
-  host::IoQpairOpts opts;
-  opts.queue_size = 16;
-  auto qpair = alloc_qpair(*controller, opts);
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
-  ASSERT_NE(ns, nullptr);
-  DmaBuffer data(*host_, kIoBytes * 8);
-  ASSERT_TRUE(data);
-  fill_pattern(data.data(), data.size(), 33);
+  ASSERT_NO_FATAL_FAILURE(open_queue(MemregPolicy::sagi, kIoBytes * 8, 16));
+  fill_pattern(data_->data(), data_->size(), 33);
   std::vector<Completion> completions;
-  ASSERT_NO_FATAL_FAILURE(submit_writes(*qpair, *ns, data, 8, &completions));
+  ASSERT_NO_FATAL_FAILURE(submit_writes(*qpair_, *ns_, *data_, 8, &completions));
 
   test::LogCapture log;
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::deferred));
-  ASSERT_TRUE(run_rounds({qpair.get()}, [&] { return !qpair->switching(); }));
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::deferred));
+  ASSERT_TRUE(run_rounds({qpair_.get()}, [&] { return !qpair_->switching(); }));
   expect_each_once(completions, true);
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::sagi);
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::sagi);
   EXPECT_TRUE(log.contains("memreg policy switch sagi -> deferred failed"));
-  const host::IoQpairStats stats = qpair->stats();
+  const host::IoQpairStats stats = qpair_->stats();
   EXPECT_EQ(stats.memreg_switches, 0u);
   EXPECT_EQ(stats.memreg_switch_failures, 1u);
   EXPECT_EQ(stats.reconnects, 0u);
-  ASSERT_NO_FATAL_FAILURE(expect_data(*qpair, *ns, 8, 33));  // sagi still serves I/O
+  ASSERT_NO_FATAL_FAILURE(expect_data(*qpair_, *ns_, 8, 33));  // sagi still serves I/O
   // max needs no more windows than sagi: that switch goes through.
-  ASSERT_TRUE(qpair->set_memreg_policy(MemregPolicy::max));
-  ASSERT_TRUE(run_rounds({qpair.get()}, [&] { return !qpair->switching(); }));
-  EXPECT_EQ(qpair->memreg_policy(), MemregPolicy::max);
-  ASSERT_NO_FATAL_FAILURE(expect_data(*qpair, *ns, 8, 33));
+  ASSERT_TRUE(qpair_->set_memreg_policy(MemregPolicy::max));
+  ASSERT_TRUE(run_rounds({qpair_.get()}, [&] { return !qpair_->switching(); }));
+  EXPECT_EQ(qpair_->memreg_policy(), MemregPolicy::max);
+  ASSERT_NO_FATAL_FAILURE(expect_data(*qpair_, *ns_, 8, 33));
 }
 
 TEST_F(HostMemregSwitchEdgeTest, TheControllerAsksEveryQpairAndThoseAllocatedLater) {

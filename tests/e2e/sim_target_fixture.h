@@ -20,6 +20,9 @@ namespace nvmf::e2e {
 
 inline constexpr const char* kSimTargetAddress = "10.0.0.1";
 inline constexpr uint16_t kSimTargetPort = 4420;
+// The host NQN the raw hosts of these suites connect with.
+inline constexpr const char* kSimHostNqn =
+    "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100";
 
 class SimTargetFixture : public ::testing::Test {
  protected:
@@ -28,6 +31,14 @@ class SimTargetFixture : public ::testing::Test {
   virtual uint32_t block_size() const { return 512; }
   virtual uint64_t block_count() const { return 8192; }
   virtual target::TargetOpts target_opts() const { return {}; }
+
+  // A subsystem any host may use, with defaults otherwise: what most suites serve.
+  static target::SubsystemOpts open_subsystem(const char* nqn) {
+    target::SubsystemOpts subsystem;
+    subsystem.nqn = nqn;
+    subsystem.allow_any_host = true;
+    return subsystem;
+  }
 
   void SetUp() override {
     verbs::sim::SimOpts sim_opts;
@@ -82,6 +93,15 @@ class SimTargetFixture : public ::testing::Test {
   RawHost& new_host() {
     hosts_.push_back(std::make_unique<RawHost>(*host_provider_, [this] { harness_.poll_round(); }));
     return *hosts_.back();
+  }
+
+  // A new host with I/O queue `qid` (depth 64) of controller `cntlid` of the subsystem,
+  // connected as kSimHostNqn.
+  RawHost& bring_up_io(uint16_t cntlid, uint16_t qid = 1) {
+    RawHost& io = new_host();
+    EXPECT_TRUE(io.connect(kSimTargetAddress, kSimTargetPort, qid, 64, 63).established);
+    EXPECT_TRUE(io.fabrics_connect(qid, 64, cntlid, subsystem_opts().nqn, kSimHostNqn).ok());
+    return io;
   }
 
   reactor::ReactorHarness harness_{2};

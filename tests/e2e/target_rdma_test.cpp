@@ -22,10 +22,6 @@ namespace nvmf::e2e {
 namespace {
 
 constexpr const char* kNqn = "nqn.2026-11.io.nvmf-rdma:e2e";
-constexpr const char* kHostNqn =
-    "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100";
-constexpr const char* kAddress = "10.0.0.1";
-constexpr uint16_t kPort = 4420;
 constexpr uint32_t kBlockSize = 512;
 
 namespace rej = spec::rdma_cm_reject;
@@ -33,19 +29,14 @@ namespace sc = spec::sc_generic;
 
 class TargetRdmaTest : public SimTargetFixture {
  protected:
-  target::SubsystemOpts subsystem_opts() const override {
-    target::SubsystemOpts subsystem;
-    subsystem.nqn = kNqn;
-    subsystem.allow_any_host = true;
-    return subsystem;
-  }
+  target::SubsystemOpts subsystem_opts() const override { return open_subsystem(kNqn); }
 
   // Admin queue: CM connect, Fabrics Connect, enable. Returns the CNTLID.
   uint16_t bring_up_admin(RawHost& host) {
-    RawConnectResult cm = host.connect(kAddress, kPort, 0, 32, 31);
+    RawConnectResult cm = host.connect(kSimTargetAddress, kSimTargetPort, 0, 32, 31);
     EXPECT_TRUE(cm.established);
     EXPECT_EQ(cm.crqsize, 32);
-    RawCompletion connect = host.fabrics_connect(0, 32, 0xFFFF, kNqn, kHostNqn, 10000);
+    RawCompletion connect = host.fabrics_connect(0, 32, 0xFFFF, kNqn, kSimHostNqn, 10000);
     EXPECT_TRUE(connect.ok()) << spec::status_name(connect.status().sct, connect.status().sc, true);
     const uint16_t cntlid = static_cast<uint16_t>(connect.cqe.cdw0 & 0xFFFF);
     spec::CcFields cc;
@@ -57,15 +48,6 @@ class TargetRdmaTest : public SimTargetFixture {
     EXPECT_TRUE(csts.ok());
     EXPECT_TRUE(spec::csts_rdy(csts.cqe.cdw0));
     return cntlid;
-  }
-
-  RawHost& bring_up_io(uint16_t cntlid, uint16_t qid = 1) {
-    RawHost& io = new_host();
-    RawConnectResult cm = io.connect(kAddress, kPort, qid, 64, 63);
-    EXPECT_TRUE(cm.established);
-    RawCompletion connect = io.fabrics_connect(qid, 64, cntlid, kNqn, kHostNqn);
-    EXPECT_TRUE(connect.ok());
-    return io;
   }
 
   static spec::Sqe rw(uint8_t opcode, uint64_t lba, uint32_t blocks) {
@@ -267,7 +249,7 @@ TEST_F(TargetRdmaTest, EveryCmRejectCode) {
   for (const Case& c : cases) {
     RawHost& host = new_host();
     RawConnectResult result =
-        host.connect_raw(kAddress, kPort, c.private_data.data(),
+        host.connect_raw(kSimTargetAddress, kSimTargetPort, c.private_data.data(),
                          static_cast<uint8_t>(c.private_data.size()), c.responder_resources);
     EXPECT_TRUE(result.rejected) << c.what;
     EXPECT_EQ(result.reject_status, c.expected) << c.what;
@@ -292,6 +274,41 @@ TEST_F(TargetRdmaTest, HostDisconnectTearsTheQueuesDown) {
   EXPECT_EQ(transport_->connection_count(), 0u);
   EXPECT_EQ(target_->controller_count(kNqn), 0u);
   EXPECT_EQ(transport_->stats().disconnects, 2u);
+}
+
+// COMM_EST on an I/O queue's QP (its first capsule overtook the CM's RTU): the target tells
+// the CM on that connection's id and counts it, and the queue keeps serving. One naming a QP
+// that no queue pair has is counted as an event only.
+TEST_F(TargetRdmaTest, CommEstablishedIsPassedToTheCmOfItsQueuePairAndCounted) {
+  RawHost& admin = new_host();
+  RawHost& io = bring_up_io(bring_up_admin(admin));
+  const std::vector<uint32_t> qps = target_provider_->qp_nums();
+  ASSERT_EQ(qps.size(), 2u);
+  verbs::AsyncEvent event;
+  event.type = verbs::AsyncEventType::comm_established;
+  event.qp_num = qps.back();  // the I/O queue's: numbers grow
+  ASSERT_TRUE(target_provider_->inject_async_event(event));
+  ASSERT_TRUE(harness_.poll_until(
+      [&] { return transport_->stats().established_notifications != 0; }, 2000));
+  EXPECT_EQ(transport_->stats().async_event_count(verbs::AsyncEventType::comm_established), 1u);
+  EXPECT_EQ(transport_->stats().established_notifications, 1u);
+  EXPECT_EQ(target_provider_->counters().established_notifications, 1u);
+
+  event.qp_num = qps.back() + 1000;
+  ASSERT_TRUE(target_provider_->inject_async_event(event));
+  ASSERT_TRUE(harness_.poll_until(
+      [&] {
+        return transport_->stats().async_event_count(verbs::AsyncEventType::comm_established) == 2;
+      },
+      2000));
+  harness_.poll_until_idle();  // the groups' messages
+  EXPECT_EQ(transport_->stats().established_notifications, 1u);
+  EXPECT_EQ(target_provider_->counters().established_notifications, 1u);
+
+  EXPECT_EQ(transport_->connection_count(), 2u);
+  spec::Sqe write = rw(spec::nvm_opcode::write, 0, 8);
+  write.sgl1 = spec::make_keyed_data_block(io.address(0), 8 * kBlockSize, io.rkey(), false);
+  EXPECT_TRUE(run(io, write).ok());
 }
 
 }  // namespace
@@ -342,13 +359,13 @@ class TargetCqTest : public TargetRdmaTest {
   size_t connect_until_refused(uint16_t cntlid, RawConnectResult* refusal) {
     for (uint16_t qid = 1; qid <= 40; ++qid) {
       RawHost& io = new_host();
-      const RawConnectResult cm = io.connect(kAddress, kPort, qid, 64, 63);
+      const RawConnectResult cm = io.connect(kSimTargetAddress, kSimTargetPort, qid, 64, 63);
       if (!cm.established) {
         *refusal = cm;
         hosts_.pop_back();
         return qid - 1;
       }
-      EXPECT_TRUE(io.fabrics_connect(qid, 64, cntlid, kNqn, kHostNqn).ok());
+      EXPECT_TRUE(io.fabrics_connect(qid, 64, cntlid, kNqn, kSimHostNqn).ok());
       io_hosts_.push_back(&io);
     }
     return 40;

@@ -20,8 +20,6 @@ namespace nvmf::e2e {
 namespace {
 
 constexpr const char* kNqn = "nqn.2026-11.io.nvmf-rdma:reliability";
-constexpr const char* kHostNqn =
-    "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100";
 constexpr uint32_t kBlockSize = 512;
 constexpr uint32_t kStalledNsid = 2;  // the delay bdev; NSID 1 is the fixture's malloc bdev
 constexpr uint32_t kTeardownTimeoutMs = 2000;
@@ -33,12 +31,7 @@ namespace sc = spec::sc_generic;
 
 class TargetReliabilityTest : public SimTargetFixture {
  protected:
-  target::SubsystemOpts subsystem_opts() const override {
-    target::SubsystemOpts subsystem;
-    subsystem.nqn = kNqn;
-    subsystem.allow_any_host = true;
-    return subsystem;
-  }
+  target::SubsystemOpts subsystem_opts() const override { return open_subsystem(kNqn); }
   target::TargetOpts target_opts() const override {
     target::TargetOpts opts;
     opts.teardown_timeout_ms = kTeardownTimeoutMs;
@@ -80,7 +73,7 @@ class TargetReliabilityTest : public SimTargetFixture {
   RawHost& bring_up_admin(uint16_t* cntlid) {
     RawHost& host = new_host();
     EXPECT_TRUE(host.connect(kSimTargetAddress, kSimTargetPort, 0, 32, 31).established);
-    RawCompletion connect = host.fabrics_connect(0, 32, 0xFFFF, kNqn, kHostNqn, 10000);
+    RawCompletion connect = host.fabrics_connect(0, 32, 0xFFFF, kNqn, kSimHostNqn, 10000);
     EXPECT_TRUE(connect.ok());
     *cntlid = static_cast<uint16_t>(connect.cqe.cdw0 & 0xFFFF);
     spec::CcFields cc;
@@ -89,13 +82,6 @@ class TargetReliabilityTest : public SimTargetFixture {
     cc.iocqes = 4;
     EXPECT_TRUE(host.property_set(spec::property_offset::cc, spec::encode_cc(cc)).ok());
     return host;
-  }
-  // I/O queue 1 (reactor 1), depth 64.
-  RawHost& bring_up_io(uint16_t cntlid) {
-    RawHost& io = new_host();
-    EXPECT_TRUE(io.connect(kSimTargetAddress, kSimTargetPort, 1, 64, 63).established);
-    EXPECT_TRUE(io.fabrics_connect(1, 64, cntlid, kNqn, kHostNqn).ok());
-    return io;
   }
 
   static spec::Sqe rw(RawHost& host, uint8_t opcode, uint32_t nsid, uint64_t lba, uint32_t blocks,

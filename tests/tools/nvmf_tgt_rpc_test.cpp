@@ -834,6 +834,50 @@ TEST_F(NvmfTgtRpcTest, StatsReportWhatIsMeasured) {
   EXPECT_EQ(rpc("stats", {{"verbose", true}}).code, code::invalid_params);
 }
 
+// Device async events injected on the target's device show in transport.async_events, one
+// count per kind under rdma-core's name; COMM_EST on a live queue's QP also reaches the CM.
+TEST_F(NvmfTgtRpcTest, StatsCountDeviceAsyncEventsByKind) {
+  make_served_subsystem(kNqn, "Malloc0", 4420);
+  RawHost& admin = new_host();
+  ASSERT_NE(connect_controller(admin, kNqn, 4420), 0);
+  const std::vector<uint32_t> qps = provider_->qp_nums();
+  ASSERT_EQ(qps.size(), 1u);
+  auto inject = [&](verbs::AsyncEventType type, uint32_t qp_num = 0) {
+    verbs::AsyncEvent event;
+    event.type = type;
+    event.qp_num = qp_num;
+    event.port_num = 1;
+    return static_cast<bool>(provider_->inject_async_event(event));
+  };
+  ASSERT_TRUE(inject(verbs::AsyncEventType::port_error));
+  ASSERT_TRUE(inject(verbs::AsyncEventType::port_active));
+  ASSERT_TRUE(inject(verbs::AsyncEventType::port_error));
+  ASSERT_TRUE(inject(verbs::AsyncEventType::srq_limit_reached));
+  ASSERT_TRUE(inject(verbs::AsyncEventType::comm_established, qps[0]));
+
+  // The acceptor reads events at its own pace, on its own thread.
+  Json transport;
+  for (int i = 0; i < 3000; ++i) {
+    transport = rpc("stats").result["transport"];
+    if (transport.contains("established_notifications") &&
+        transport["established_notifications"] == 1 && transport["async_events"]["COMM_EST"] == 1)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(transport.contains("async_events")) << transport.dump();
+  Json events = transport["async_events"];  // a copy: [] of a name it lacks gives null
+  EXPECT_EQ(events.size(), verbs::kAsyncEventTypeCount) << "every kind, zero or not";
+  EXPECT_EQ(events["PORT_ERR"], 2);
+  EXPECT_EQ(events["PORT_ACTIVE"], 1);
+  EXPECT_EQ(events["SRQ_LIMIT_REACHED"], 1);
+  EXPECT_EQ(events["COMM_EST"], 1);
+  for (const char* quiet : {"QP_FATAL", "CQ_ERR", "DEVICE_FATAL", "SRQ_ERR"}) {
+    EXPECT_EQ(events[quiet], 0) << quiet;
+  }
+  EXPECT_EQ(transport["established_notifications"], 1);
+  EXPECT_EQ(transport["connections"], 1) << "no event here closes a connection";
+}
+
 TEST_F(NvmfTgtRpcTest, LogLevel) {
   const std::string before = rpc("log_get_level").result["level"].get<std::string>();
   ASSERT_TRUE(rpc("log_set_level", {{"level", "debug"}}).ok);

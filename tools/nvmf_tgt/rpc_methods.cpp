@@ -578,6 +578,12 @@ class Methods {
         stats = ctx_.transport->stats();
         connections = ctx_.transport->connection_count();
       });
+      // Every kind, zero or not, under rdma-core's name ("QP_FATAL", "PORT_ERR", ...).
+      Json async_events = Json::object();
+      for (size_t type = 0; type < verbs::kAsyncEventTypeCount; ++type) {
+        async_events[verbs::async_event_type_name(static_cast<verbs::AsyncEventType>(type))] =
+            stats.async_events[type];
+      }
       result["transport"] = {{"trtype", "rdma"},
                              {"connections", connections},
                              {"connects_accepted", stats.connects_accepted},
@@ -585,7 +591,9 @@ class Methods {
                              {"disconnects", stats.disconnects},
                              {"cq_full_refusals", stats.cq_full_refusals},
                              {"buffer_waits", stats.buffer_waits},
-                             {"send_queue_waits", stats.send_queue_waits}};
+                             {"send_queue_waits", stats.send_queue_waits},
+                             {"async_events", std::move(async_events)},
+                             {"established_notifications", stats.established_notifications}};
     }
     Json bdevs = Json::array();
     ctx_.registry.for_each([&](const bdev::Bdev& bdev) {

@@ -443,6 +443,15 @@ Result<void> IbvCmId::disconnect() noexcept {
   return {};
 }
 
+Result<void> IbvCmId::notify_established() noexcept {
+  if (rdma_notify(id_, IBV_EVENT_COMM_EST) == 0) return {};
+  const int os_errno = errno;
+  // ib_cm answers EISCONN when the RTU was first: established already, as we wanted.
+  if (os_errno == EISCONN) return {};
+  NVMF_WARNLOG(ibverbs, "rdma_notify(COMM_EST) failed: %s", strerror(os_errno));
+  return Unexpected(Errc::bad_state, "rdma_notify(COMM_EST)", os_errno);
+}
+
 std::string IbvCmId::peer_address() const { return format_socket_address(rdma_get_peer_addr(id_)); }
 
 }  // namespace nvmf::verbs::ibverbs

@@ -518,6 +518,7 @@ class IbvCmId final : public CmId {
   Result<void> accept(const ConnectParams& params) noexcept override;
   Result<void> reject(const void* private_data, uint8_t length) noexcept override;
   Result<void> disconnect() noexcept override;
+  Result<void> notify_established() noexcept override;
   std::string peer_address() const override;
 
   rdma_cm_id* raw() const noexcept { return id_; }

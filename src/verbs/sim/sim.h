@@ -182,6 +182,7 @@ struct SimCounters {
   uint64_t async_events = 0;          // async events raised on this device (any cause)
   uint64_t connects = 0;              // connect() calls from this device
   uint64_t established = 0;
+  uint64_t established_notifications = 0;  // CmId::notify_established calls that succeeded
   uint64_t rejects = 0;      // connections refused or rejected (active side)
   uint64_t cm_timeouts = 0;  // connects and resolves that timed out (active side)
   uint64_t disconnects = 0;  // connections torn down (either side asked)

@@ -446,6 +446,16 @@ Result<void> SimCmId::reject(const void* private_data, uint8_t length) noexcept 
   return {};
 }
 
+Result<void> SimCmId::notify_established() noexcept {
+  std::lock_guard lock(channel.fabric().mu);
+  // The sim's RTU is never lost: accept() established both sides already, so this only counts.
+  if (state != State::connected) {
+    return Unexpected(Errc::bad_state, "notify_established: no established connection");
+  }
+  ++dev.counters.established_notifications;
+  return {};
+}
+
 Result<void> SimCmId::disconnect() noexcept {
   Fabric& fabric = channel.fabric();
   std::lock_guard lock(fabric.mu);

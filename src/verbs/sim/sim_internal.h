@@ -442,6 +442,7 @@ class SimCmId final : public CmId {
   Result<void> accept(const ConnectParams& params) noexcept override;
   Result<void> reject(const void* private_data, uint8_t length) noexcept override;
   Result<void> disconnect() noexcept override;
+  Result<void> notify_established() noexcept override;
   std::string peer_address() const override;
 
   // [L]

@@ -286,6 +286,28 @@ TEST(SimCm, DisconnectReachesBothSidesAndFlushesBothQps) {
   EXPECT_EQ(pair.host_provider().counters().disconnects, 2u);  // one per side
 }
 
+// rdma_notify(COMM_EST) as the sim has it: its RTU is never lost, so on an established
+// connection the call only counts (no second established event); without one it is refused.
+TEST(SimCm, NotifyEstablishedCountsOnAnEstablishedIdAndIsRefusedWithoutOne) {
+  SimPair pair;
+  ASSERT_NE(pair.target.qp, nullptr);
+  ASSERT_TRUE(pair.target.id->notify_established());
+  EXPECT_EQ(pair.target_provider().counters().established_notifications, 1u);
+  CmEvent event;
+  EXPECT_FALSE(pair.target.channel->poll_event(&event)) << "established twice";
+
+  auto listener = pair.listener->notify_established();
+  ASSERT_FALSE(listener);
+  EXPECT_EQ(listener.error().code, Errc::bad_state);
+  ASSERT_TRUE(pair.host.id->disconnect());
+  ASSERT_TRUE(SimPair::wait_event(*pair.target.channel, &event));
+  ASSERT_EQ(event.type, CmEventType::disconnected);
+  auto gone = pair.target.id->notify_established();
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, Errc::bad_state);
+  EXPECT_EQ(pair.target_provider().counters().established_notifications, 1u);
+}
+
 TEST(SimCm, DestroyingAConnectedIdDisconnectsThePeer) {
   SimPair pair;
   ASSERT_NE(pair.target.qp, nullptr);
