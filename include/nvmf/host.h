@@ -102,6 +102,9 @@ enum class MemregPolicy : uint8_t {
 const char* memreg_policy_name(MemregPolicy policy) noexcept;
 bool memreg_policy_parse(std::string_view text, MemregPolicy* policy) noexcept;
 
+// ControllerOpts::fast_io_fail_timeout_ms: I/O waits for the reconnect (or ctrl loss).
+inline constexpr uint32_t kFastIoFailOff = UINT32_MAX;
+
 struct ControllerOpts {
   std::string hostnqn;              // empty: default_host_identity()
   std::array<uint8_t, 16> hostid{}; // all zero: default_host_identity()
@@ -120,6 +123,24 @@ struct ControllerOpts {
   uint32_t ctrl_loss_timeout_ms = 600000;     // kernel's default
   uint32_t connect_timeout_ms = 5000;         // CM resolve + connect + Fabrics Connect
   uint32_t admin_timeout_ms = 60000;          // one admin command (kernel's admin_timeout)
+  // Per-I/O timeout (the kernel's nvme_core io_timeout); 0 = none. A command outstanding on an
+  // I/O qpair this long gets an Abort (admin opcode 08h, sent by the admin thread's
+  // process_admin_completions(); one log line, IoQpairStats::timeouts and aborts_sent). If the
+  // target aborts it, it completes with Command Abort Requested (the caller may resend it). If
+  // it has not completed one more io_timeout_ms later, or the Abort failed (refused, no admin
+  // queue, more than 64 Aborts waiting), the qpair goes to error recovery as after a QP error
+  // ("I/O timeout": reconnect, resend what was in flight). The owner's process_completions()
+  // checks at most every min(1 s, io_timeout_ms / 8), starting a command's timer at the first
+  // check after its submit: a command times out between io_timeout_ms and io_timeout_ms + 2
+  // check intervals after it was submitted, never earlier.
+  uint32_t io_timeout_ms = 30000;
+  // The kernel's fast_io_fail_tmo: while an I/O queue is reconnecting, once this long has
+  // passed since the loss, the commands held for resending complete with Host Pathing Error
+  // (SCT 3h, SC 70h: the kernel's NVME_SC_HOST_PATH_ERROR; IoQpairStats::fast_failed) and new
+  // submits answer bad_state instead of busy (reconnecting() stays true), while the reconnect
+  // goes on until ctrl_loss_timeout_ms; once reconnected, submits are taken again. 0 = fail at
+  // once; kFastIoFailOff (default) = wait for the reconnect or the controller loss timeout.
+  uint32_t fast_io_fail_timeout_ms = kFastIoFailOff;
 };
 
 struct HostOpts {
@@ -281,8 +302,8 @@ class Controller {
 // `invalid_argument` for a range outside the namespace, 0 or more than 65536 blocks, a length
 // that is not whole blocks, a transfer above the controller's MDTS (data().max_transfer_bytes;
 // the library does not split I/O) or a buffer not from Host::dma_alloc(), `bad_state` when the
-// qpair is disconnected. On error the callback is not called; on success it is called exactly
-// once, from process_completions().
+// qpair is disconnected (or reconnecting past fast_io_fail_timeout_ms). On error the callback
+// is not called; on success it is called exactly once, from process_completions().
 
 class Namespace {
  public:
@@ -340,6 +361,9 @@ struct IoQpairStats {
   uint64_t bind_errors = 0;   // memory window binds that failed
   uint64_t reconnects = 0;    // successful reconnects of this queue
   uint64_t resubmitted = 0;   // commands sent again after a reconnect
+  uint64_t timeouts = 0;      // commands outstanding longer than io_timeout_ms
+  uint64_t aborts_sent = 0;   // Aborts the admin queue sent for them
+  uint64_t fast_failed = 0;   // commands failed by fast_io_fail_timeout_ms while reconnecting
   // The work behind the I/Os, counted as posted (reconnects included): divided by the I/Os
   // completed, what a memory-registration policy costs per I/O, free of timing noise (the
   // doorbells aside: how many WRs share one depends on how many completions a poll finds).
@@ -370,8 +394,9 @@ class IoQpair {
   uint32_t depth() const noexcept;        // commands that may be outstanding at once
   uint32_t outstanding() const noexcept;  // submitted, callback not yet run
   bool connected() const noexcept;
-  // The queue pair failed and the qpair is reconnecting (submits answer busy meanwhile; the
-  // commands in flight are resent once it is back, or fail after ctrl_loss_timeout_ms).
+  // The queue pair failed (or an I/O timed out) and the qpair is reconnecting (submits answer
+  // busy meanwhile, bad_state once fast_io_fail_timeout_ms passed; the commands in flight are
+  // resent once it is back, or fail at fast_io_fail_timeout_ms or ctrl_loss_timeout_ms).
   bool reconnecting() const noexcept;
   IoQpairStats stats() const noexcept;
 

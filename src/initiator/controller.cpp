@@ -701,6 +701,7 @@ Namespace* Controller::ns(uint32_t nsid) noexcept {
 
 int Controller::process_admin_completions() {
   Impl& ctrl = *impl_;
+  send_requested_aborts(ctrl);  // I/O timeouts of the qpairs (abort.cpp)
   if (!ctrl.admin || ctrl.admin->state() != HostQueueState::connected) {
     if (ctrl.connected) {
       NVMF_ERRLOG(host, "%s: admin queue lost (controller %u)", ctrl.trid.subnqn.c_str(),

@@ -1,6 +1,7 @@
 // Internals of libnvmf_host shared by its .cpp files: the Impl structs behind host.h.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,16 @@ struct Host::Impl {
   uint64_t now_ns() const { return clock->now_ns(); }
 };
 
+// An Abort an I/O qpair's owner asks the admin thread to send (a command timed out).
+struct AbortRequest {
+  uint16_t sqid = 0;
+  uint16_t cid = 0;
+};
+// Timed-out commands whose Aborts may wait for the admin thread at once: timeouts are rare,
+// and a burst beyond this (a whole stalled queue) resets its queue, which Aborts sent
+// kAbortsInFlightMax at a time could not have freed sooner.
+inline constexpr uint32_t kAbortRequestsMax = 64;
+
 // The I/O qpairs of a controller, shared with them so either may go first.
 struct QpairRegistry {
   std::atomic<uint64_t> reconnects{0};  // I/O queue reconnects, summed over qpairs
@@ -44,6 +55,13 @@ struct QpairRegistry {
   std::mutex mutex;
   std::vector<bool> qid_used;          // index = QID - 1
   std::vector<IoQpair::Impl*> live;    // allocated and not yet freed
+  // Aborts asked for by qpair owners (IoQpair::Impl::request_abort), oldest first, sent by
+  // send_requested_aborts() on the admin thread. The ring is guarded by `mutex`;
+  // aborts_requested mirrors its count so the admin thread skips the lock when it is empty.
+  std::atomic<uint32_t> aborts_requested{0};
+  std::array<AbortRequest, kAbortRequestsMax> abort_ring{};
+  uint32_t abort_ring_head = 0;
+  uint32_t aborts_in_flight = 0;  // admin thread only: sent, not yet answered
 };
 
 struct IoQpair::Impl {
@@ -71,6 +89,18 @@ struct IoQpair::Impl {
   uint32_t memreg_request_taken = 0;     // the registry's memreg_request this qpair last took
   bool warned_unsafe = false;            // logged once that a switch chose `unsafe`
   IoQpairStats stats;
+  // I/O timeouts (ControllerOpts::io_timeout_ms; HostCommand::timer is each command's).
+  uint64_t io_timeout_ns = 0;                 // 0 = none
+  uint64_t timeout_scan_interval_ns = 0;
+  uint64_t next_timeout_scan_ns = 0;
+  // Written by the admin thread under registry->mutex (abort.cpp), read by the owner.
+  std::atomic<uint64_t> aborts_sent{0};
+  std::atomic<uint64_t> aborts_failed{0};
+  uint64_t aborts_failed_seen = 0;            // aborts_failed at the owner's last scan
+  // fast_io_fail (ControllerOpts::fast_io_fail_timeout_ms); UINT64_MAX = off.
+  uint64_t fast_io_fail_ns = UINT64_MAX;
+  uint64_t lost_at_ns = 0;    // when recovery began
+  bool failing_fast = false;  // reconnecting past fast_io_fail: submits answer bad_state
 
   ~Impl();
   void release_qid() noexcept;
@@ -85,6 +115,16 @@ struct IoQpair::Impl {
   // Controller::set_memreg_policy() asked for another policy: ask the queue.
   void take_memreg_request(uint32_t request) noexcept;
   void schedule_retry(const char* why) noexcept;
+  // Owner thread, from process_completions() every timeout_scan_interval_ns: starts the timers
+  // of new commands, asks for an Abort of each that timed out, resets the queue for one whose
+  // Abort did not free it within another io_timeout (or failed).
+  void check_timeouts(uint64_t now_ns) noexcept;
+  // Queues an Abort of `cid` for the admin thread; false when kAbortRequestsMax are waiting.
+  bool request_abort(uint16_t cid) noexcept;
+  // After a reconnect: the resent commands' timers start again.
+  void restart_timers() noexcept;
+  // Recovery past fast_io_fail_timeout_ms: fail what is held, refuse new submits.
+  void check_fast_io_fail() noexcept;
 };
 
 struct Controller::Impl {
@@ -129,6 +169,11 @@ struct Controller::Impl {
   Result<std::vector<DiscoveryEntry>> read_discovery_log(std::string* message);
   void shutdown() noexcept;
 };
+
+// Admin thread (abort.cpp; process_admin_completions() calls it): sends the Aborts the I/O
+// qpairs asked for (at most kAbortsInFlightMax outstanding), and reports a failed one to its
+// qpair, which then resets. With no usable admin queue every request fails at once.
+void send_requested_aborts(Controller::Impl& ctrl) noexcept;
 
 // Connects `queue` (blocking on the host's idle hook) and fills *message on failure.
 Result<void> wait_connected(Host::Impl& host, transport_rdma::HostQueue& queue,

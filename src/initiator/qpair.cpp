@@ -20,6 +20,16 @@ using transport_rdma::HostQueueState;
 // NLB is 16 bits, 0's based.
 constexpr uint32_t kMaxBlocksPerCommand = 65536;
 
+constexpr uint64_t kNsPerMs = 1000 * 1000;
+// How often the owner looks for timed-out commands: the kernel block layer's granularity
+// (blk_mq_timeout_work, rounded up to a second), finer for short timeouts so that a command
+// is noticed at most 1/8 of its timeout late.
+constexpr uint64_t kTimeoutScanIntervalMaxNs = 1000 * kNsPerMs;
+constexpr uint64_t kTimeoutScanFraction = 8;
+// fast_io_fail: what held commands complete with (the kernel's NVME_SC_HOST_PATH_ERROR).
+constexpr spec::Status kFastFailStatus =
+    spec::make_status(spec::sct::path_related, spec::sc_path::host_pathing_error);
+
 memreg::KeyPolicyKind to_key_policy(MemregPolicy policy) {
   switch (policy) {
     case MemregPolicy::global: return memreg::KeyPolicyKind::global;
@@ -90,6 +100,17 @@ void IoQpair::Impl::release_qid() noexcept {
     }
   }
   if (qid >= 1 && qid <= registry->qid_used.size()) registry->qid_used[qid - 1] = false;
+  // Aborts still waiting for the admin thread would name the next qpair with this QID.
+  const uint32_t waiting = registry->aborts_requested.load(std::memory_order_relaxed);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < waiting; ++i) {
+    const AbortRequest request =
+        registry->abort_ring[(registry->abort_ring_head + i) % kAbortRequestsMax];
+    if (request.sqid == qid) continue;
+    registry->abort_ring[(registry->abort_ring_head + kept) % kAbortRequestsMax] = request;
+    ++kept;
+  }
+  registry->aborts_requested.store(kept, std::memory_order_release);
   registry.reset();
 }
 
@@ -147,6 +168,12 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
   qpair->subnqn = ctrl.trid.subnqn;
   qpair->reconnect_delay_ms = ctrl.opts.reconnect_delay_ms;
   qpair->ctrl_loss_timeout_ms = ctrl.opts.ctrl_loss_timeout_ms;
+  qpair->io_timeout_ns = uint64_t{ctrl.opts.io_timeout_ms} * kNsPerMs;
+  qpair->timeout_scan_interval_ns =
+      std::min(kTimeoutScanIntervalMaxNs, qpair->io_timeout_ns / kTimeoutScanFraction);
+  if (ctrl.opts.fast_io_fail_timeout_ms != kFastIoFailOff) {
+    qpair->fast_io_fail_ns = uint64_t{ctrl.opts.fast_io_fail_timeout_ms} * kNsPerMs;
+  }
   qpair->dsm_ranges = static_cast<spec::DsmRange*>(
       ctrl.host->map->allocate(size_t{queue_opts.entries} * sizeof(spec::DsmRange)));
   qpair->connect_data = ctrl.host->map->allocate(sizeof(spec::ConnectData));
@@ -186,6 +213,9 @@ int IoQpair::process_completions(uint32_t max_completions) noexcept {
   int ran = q.queue->poll(max_completions);
   if (q.queue->state() != HostQueueState::connected || q.recovery != Impl::Recovery::none) {
     ran += q.recover();
+  } else if (q.io_timeout_ns != 0) {
+    const uint64_t now = q.host->now_ns();  // the data path's one clock read
+    if (now >= q.next_timeout_scan_ns) q.check_timeouts(now);
   }
   return ran;
 }
@@ -204,6 +234,7 @@ IoQpairStats IoQpair::stats() const noexcept {
   stats.qp_errors = queue.qp_errors;
   stats.bind_errors = queue.bind_errors;
   stats.resubmitted = queue.resubmitted;
+  stats.aborts_sent = impl_->aborts_sent.load(std::memory_order_relaxed);
   stats.sends_posted = queue.sends_posted;
   stats.binds_posted = queue.binds_posted;
   stats.local_invalidates_posted = queue.local_invalidates_posted;
@@ -322,7 +353,8 @@ int IoQpair::Impl::recover() noexcept {
     case Recovery::none:
       if (queue->state() == HostQueueState::disconnected && !queue->stopping()) {
         attempts = 0;
-        loss_deadline_ns = host->now_ns() + uint64_t{ctrl_loss_timeout_ms} * 1000 * 1000;
+        lost_at_ns = host->now_ns();
+        loss_deadline_ns = lost_at_ns + uint64_t{ctrl_loss_timeout_ms} * 1000 * 1000;
         schedule_retry(queue->error_reason());
       }
       break;
@@ -374,9 +406,11 @@ int IoQpair::Impl::recover() noexcept {
         connect_answered = false;
         if (connect_status.is_success()) {
           const uint32_t resent = queue->resubmit_pending();
+          restart_timers();
           registry->reconnects.fetch_add(1, std::memory_order_relaxed);
           ++stats.reconnects;
           recovery = Recovery::none;
+          failing_fast = false;
           NVMF_NOTICELOG(host_io,
                          "%s: queue %u: Successfully reconnected (attempt %u), %u commands resent",
                          subnqn.c_str(), qid, attempts, resent);
@@ -392,9 +426,93 @@ int IoQpair::Impl::recover() noexcept {
     case Recovery::gave_up:
       break;
   }
+  if (recovering()) check_fast_io_fail();
   // Callbacks run here when commands were given up on.
   const int after = static_cast<int>(queue->outstanding());
   return before > after ? before - after : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// I/O timeouts (Abort, then reset) and fast_io_fail
+
+void IoQpair::Impl::check_timeouts(uint64_t now_ns) noexcept {
+  next_timeout_scan_ns = now_ns + timeout_scan_interval_ns;
+  const uint64_t failed = aborts_failed.load(std::memory_order_acquire);
+  const bool an_abort_failed = failed != aborts_failed_seen;
+  aborts_failed_seen = failed;
+  if (queue->outstanding() == 0 || queue->in_error()) return;
+  const char* reset_why = nullptr;
+  uint32_t reset_cid = 0;
+  for (uint32_t cid = 0; cid < queue->depth(); ++cid) {  // the reserved Connect slot aside
+    HostCommand& command = queue->command_at(cid);
+    if (command.state != HostCommand::State::posted) continue;
+    const uint64_t waited_ns = now_ns - command.timer_started_ns;
+    switch (command.timer) {
+      case HostCommand::Timer::unarmed:
+        command.timer = HostCommand::Timer::running;
+        command.timer_started_ns = now_ns;
+        break;
+      case HostCommand::Timer::running:
+        if (waited_ns < io_timeout_ns) break;
+        ++stats.timeouts;
+        NVMF_ERRLOG(host_io, "%s: queue %u: I/O CID %u (opcode %02xh) timed out after %llu ms: "
+                    "aborting", subnqn.c_str(), qid, cid, command.sqe.opcode,
+                    static_cast<unsigned long long>(io_timeout_ns / kNsPerMs));
+        if (request_abort(static_cast<uint16_t>(cid))) {
+          command.timer = HostCommand::Timer::abort_sent;
+          command.timer_started_ns = now_ns;
+        } else if (reset_why == nullptr) {
+          reset_why = "no room to queue its Abort";
+          reset_cid = cid;
+        }
+        break;
+      case HostCommand::Timer::abort_sent:
+        if (reset_why != nullptr) break;
+        if (an_abort_failed) {
+          reset_why = "its Abort failed";
+        } else if (waited_ns >= io_timeout_ns) {
+          reset_why = "still outstanding one I/O timeout after its Abort";
+        }
+        if (reset_why != nullptr) reset_cid = cid;
+        break;
+    }
+  }
+  if (reset_why == nullptr) return;
+  NVMF_ERRLOG(host_io, "%s: queue %u: I/O CID %u timed out, %s: resetting the queue",
+              subnqn.c_str(), qid, reset_cid, reset_why);
+  queue->fail_connection("I/O timeout");  // recovery: reconnect, resend (recover())
+}
+
+bool IoQpair::Impl::request_abort(uint16_t cid) noexcept {
+  std::lock_guard<std::mutex> lock(registry->mutex);  // rare: a command timed out
+  const uint32_t waiting = registry->aborts_requested.load(std::memory_order_relaxed);
+  if (waiting >= kAbortRequestsMax) return false;
+  registry->abort_ring[(registry->abort_ring_head + waiting) % kAbortRequestsMax] =
+      AbortRequest{qid, cid};
+  registry->aborts_requested.store(waiting + 1, std::memory_order_release);
+  return true;
+}
+
+void IoQpair::Impl::restart_timers() noexcept {
+  for (uint32_t cid = 0; cid < queue->depth(); ++cid) {
+    queue->command_at(cid).timer = HostCommand::Timer::unarmed;
+  }
+}
+
+void IoQpair::Impl::check_fast_io_fail() noexcept {
+  if (fast_io_fail_ns == UINT64_MAX) return;
+  if (!failing_fast) {
+    if (host->now_ns() - lost_at_ns < fast_io_fail_ns) return;
+    failing_fast = true;
+    NVMF_ERRLOG(host_io, "%s: queue %u: fast_io_fail_tmo (%llu ms) expired: %u held commands "
+                "fail, new ones are refused until the queue is back", subnqn.c_str(), qid,
+                static_cast<unsigned long long>(fast_io_fail_ns / kNsPerMs),
+                queue->pending_retry());
+  }
+  const uint32_t held = queue->pending_retry();
+  if (held == 0) return;
+  stats.fast_failed += held;
+  queue->fail_pending(kFastFailStatus);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -411,6 +529,7 @@ Result<void> submit(IoQpair& qpair, const spec::Sqe& sqe, DataDirection directio
     // A failed queue pair that will be reconnected: busy (retry after a poll), as a full queue.
     const bool will_recover =
         q.recovering() || (!queue.stopping() && q.recovery == IoQpair::Impl::Recovery::none);
+    if (q.failing_fast) return Unexpected(Errc::bad_state, "qpair reconnecting (fast_io_fail)");
     if (will_recover) {
       ++q.stats.busy;
       return Unexpected(Errc::busy, "qpair reconnecting");
@@ -431,6 +550,7 @@ Result<void> submit(IoQpair& qpair, const spec::Sqe& sqe, DataDirection directio
   command->owner = &q;
   command->status_fn = cb;
   command->cb_ctx = cb_ctx;
+  command->timer = HostCommand::Timer::unarmed;
   if (sqe.opcode == spec::nvm_opcode::dataset_management) {
     // The range list is the command's data; it lives in the slot's DMA range entry.
     q.dsm_ranges[command->cid] = *static_cast<const spec::DsmRange*>(iov[0].iov_base);

@@ -29,11 +29,13 @@ constexpr uint32_t kCqBatch = 32;
 // How long disconnect() waits for the HCA to hand back every WR after moving the QP to error.
 constexpr uint64_t kDrainTimeoutNs = 5ull * 1000 * 1000 * 1000;
 
-spec::Cqe make_aborted_cqe(const HostCommand& command, uint16_t sqid) {
+spec::Cqe make_aborted_cqe(const HostCommand& command, uint16_t sqid,
+                           const spec::Status& status = spec::generic_status(
+                               spec::sc_generic::aborted_sq_deletion)) {
   spec::Cqe cqe{};
   cqe.cid = command.cid;
   cqe.sqid = sqid;
-  cqe.set_status(spec::generic_status(spec::sc_generic::aborted_sq_deletion));
+  cqe.set_status(status);
   return cqe;
 }
 
@@ -722,7 +724,8 @@ void HostQueue::enter_error(const char* why, bool requested) noexcept {
   if (res_->id != nullptr) (void)res_->id->disconnect();
 }
 
-void HostQueue::abort_outstanding(uint32_t* callbacks, bool pending_only) noexcept {
+void HostQueue::abort_outstanding(uint32_t* callbacks, bool pending_only,
+                                  const spec::Status& status) noexcept {
   for (HostCommand& command : res_->commands) {
     const bool pending = command.state == HostCommand::State::pending_retry;
     if (!pending && (pending_only || command.state != HostCommand::State::posted)) continue;
@@ -730,7 +733,7 @@ void HostQueue::abort_outstanding(uint32_t* callbacks, bool pending_only) noexce
     if (command.window != memreg::kNoWindow) res_->keys->on_abandoned(command.window);
     command.window = memreg::kNoWindow;
     command.state = HostCommand::State::posted;
-    if (!command.response_arrived) command.cqe = make_aborted_cqe(command, opts_.qid);
+    if (!command.response_arrived) command.cqe = make_aborted_cqe(command, opts_.qid, status);
     finish(command, callbacks);
   }
 }
@@ -824,10 +827,17 @@ void HostQueue::disconnect() noexcept {
   abort_outstanding(&callbacks);
 }
 
-void HostQueue::abort_pending() noexcept {
+void HostQueue::abort_pending() noexcept { fail_pending(kAbortedSqDeletion); }
+
+void HostQueue::fail_pending(const spec::Status& status) noexcept {
   if (pending_retry_ == 0) return;
   uint32_t callbacks = 0;
-  abort_outstanding(&callbacks, true);
+  abort_outstanding(&callbacks, true, status);
+}
+
+HostCommand& HostQueue::command_at(uint32_t cid) noexcept {
+  assert(cid < res_->commands.size());
+  return res_->commands[cid];
 }
 
 Result<void> HostQueue::reconnect(uint16_t cntlid) noexcept {

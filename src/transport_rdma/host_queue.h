@@ -138,6 +138,15 @@ struct HostCommand {
   void (*status_fn)(void* ctx, const spec::Status& status) = nullptr;
   void* cb_ctx = nullptr;
   void* owner = nullptr;  // the owner's back pointer (e.g. its qpair), for `callback`
+  // The owner's timer of this command (an I/O qpair's io_timeout_ms), set like the SQE
+  // before submit(); the queue neither reads nor changes it.
+  enum class Timer : uint8_t {
+    unarmed,     // submitted or resent: the owner's next timeout scan starts the timer
+    running,     // on the wire since timer_started_ns
+    abort_sent,  // timed out; an Abort for it was asked for at timer_started_ns
+  };
+  Timer timer = Timer::unarmed;
+  uint64_t timer_started_ns = 0;
 
   // Owned by the queue.
   State state = State::free;
@@ -231,6 +240,12 @@ class HostQueue {
   uint32_t resubmit_pending() noexcept;
   // Gives up on the pending_retry commands: each completes once, aborted.
   void abort_pending() noexcept;
+  // Fails the pending_retry commands: each completes once with `status` (an I/O qpair's
+  // fast_io_fail: Host Pathing Error).
+  void fail_pending(const spec::Status& status) noexcept;
+  // Command slot `cid` (below entries()), for an owner that walks its commands (I/O timeouts:
+  // the posted ones, HostCommand::timer).
+  HostCommand& command_at(uint32_t cid) noexcept;
 
   // Drops the connection as a transport error would (e.g. the Fabrics Connect of a reconnect
   // was refused): outstanding commands settle as after any QP error.
@@ -274,7 +289,10 @@ class HostQueue {
   void settle_after_error(uint32_t* callbacks) noexcept;
   // Completes outstanding commands once, aborted (a response that came stands): posted and
   // pending_retry ones, or only the pending_retry ones.
-  void abort_outstanding(uint32_t* callbacks, bool pending_only = false) noexcept;
+  void abort_outstanding(uint32_t* callbacks, bool pending_only = false,
+                         const spec::Status& status = kAbortedSqDeletion) noexcept;
+  static constexpr spec::Status kAbortedSqDeletion =
+      spec::generic_status(spec::sc_generic::aborted_sq_deletion);
   void post_receive(uint32_t index) noexcept;
   Result<void> post_command(HostCommand& command) noexcept;
   Result<void> post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,

@@ -137,6 +137,8 @@ std::string check_target(const Options& options, Settings* s) {
   const char* fabric_only = options.memreg_given                ? "--memreg"
                             : options.reconnect_delay_given     ? "--reconnect-delay-ms"
                             : options.ctrl_loss_timeout_given   ? "--ctrl-loss-timeout-ms"
+                            : options.io_timeout_given          ? "--io-timeout-ms"
+                            : options.fast_io_fail_given        ? "--fast-io-fail-ms"
                             : options.qpairs_per_worker_given   ? "-P"
                             : options.memreg_switch_every_given ? "--memreg-switch-every"
                                                                 : nullptr;
@@ -418,6 +420,9 @@ std::string check_rest(const Options& options, Settings* s) {
   s->seed = options.seed;
   s->reconnect_delay_ms = options.reconnect_delay_ms;
   s->ctrl_loss_timeout_ms = options.ctrl_loss_timeout_ms;
+  s->io_timeout_ms = options.io_timeout_ms;
+  s->fast_io_fail = options.fast_io_fail_given;
+  s->fast_io_fail_ms = options.fast_io_fail_ms;
   if (options.io_queue_size != 0) {
     if (options.io_queue_size < 2 || options.io_queue_size > kQueueEntriesMax) {
       return "--io-queue-size: " + std::to_string(options.io_queue_size) + " is not within 2.." +
@@ -554,6 +559,14 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   auto* ctrl_loss_timeout = app.add_option(
       "--ctrl-loss-timeout-ms", o.ctrl_loss_timeout_ms,
       "RDMA: give a failed queue up after this long (600000, the kernel's default)");
+  auto* io_timeout = app.add_option(
+      "--io-timeout-ms", o.io_timeout_ms,
+      "RDMA: an I/O outstanding this long is aborted, one more such time and its queue "
+      "reconnects (30000, the kernel's io_timeout; 0 = none)");
+  auto* fast_io_fail = app.add_option(
+      "--fast-io-fail-ms", o.fast_io_fail_ms,
+      "RDMA: while a queue reconnects, its I/O fails (Host Pathing Error) after this long "
+      "instead of waiting for the reconnect (the kernel's fast_io_fail_tmo; default off)");
   app.add_option("--chaos", o.chaos,
                  "with --sim: inject faults during the run, one every --chaos-every-ms drawn "
                  "from this comma-separated list by --seed (reproducible): qp-error (a work "
@@ -583,6 +596,8 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   o.sim_race_one_in_given = race_one_in->count() > 0;
   o.reconnect_delay_given = reconnect_delay->count() > 0;
   o.ctrl_loss_timeout_given = ctrl_loss_timeout->count() > 0;
+  o.io_timeout_given = io_timeout->count() > 0;
+  o.fast_io_fail_given = fast_io_fail->count() > 0;
   o.chaos_every_given = chaos_every->count() > 0;
   return 0;
 }

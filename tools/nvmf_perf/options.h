@@ -115,6 +115,10 @@ struct Options {
   bool reconnect_delay_given = false;
   uint32_t ctrl_loss_timeout_ms = 600000;  // --ctrl-loss-timeout-ms
   bool ctrl_loss_timeout_given = false;
+  uint32_t io_timeout_ms = 30000;          // --io-timeout-ms (ControllerOpts' default)
+  bool io_timeout_given = false;
+  uint32_t fast_io_fail_ms = 0;            // --fast-io-fail-ms; off unless given
+  bool fast_io_fail_given = false;
   std::string chaos;                 // --chaos, as typed (comma-separated fault names)
   uint32_t chaos_every_ms = kChaosEveryMsDefault;  // --chaos-every-ms
   bool chaos_every_given = false;
@@ -165,6 +169,9 @@ struct Settings {
   uint64_t seed = 1;
   uint32_t reconnect_delay_ms = 1000;
   uint32_t ctrl_loss_timeout_ms = 600000;
+  uint32_t io_timeout_ms = 30000;
+  bool fast_io_fail = false;  // fast_io_fail_ms applies (else ControllerOpts' kFastIoFailOff)
+  uint32_t fast_io_fail_ms = 0;
   // --chaos (sim only): the faults to inject, names from kChaosFaultNames, each once; empty:
   // none. One of them every chaos_every_ms, drawn from --seed.
   std::vector<std::string> chaos_faults;

@@ -239,6 +239,8 @@ int run_rdma(const Settings& settings) {
   controller_opts.memreg = plan.memreg;
   controller_opts.reconnect_delay_ms = settings.reconnect_delay_ms;
   controller_opts.ctrl_loss_timeout_ms = settings.ctrl_loss_timeout_ms;
+  controller_opts.io_timeout_ms = settings.io_timeout_ms;
+  if (settings.fast_io_fail) controller_opts.fast_io_fail_timeout_ms = settings.fast_io_fail_ms;
   auto connected = (*host)->connect(plan.trid, controller_opts, &message);
   if (!connected) {
     return fail(1, "cannot connect to " + plan.trid_text + ": " +

@@ -498,5 +498,22 @@ TEST(PerfOptions, MemregSwitchRefused) {
   EXPECT_EQ(parse(with({"--memreg-switch-every", "soon"})).code, 2) << "CLI11: not a number";
 }
 
+TEST(PerfOptions, IoTimeoutAndFastIoFailReachTheSettings) {
+  Parsed parsed = parse({"--sim", "-w", "read"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.io_timeout_ms, 30000u) << "the library's (the kernel's) default";
+  EXPECT_FALSE(parsed.settings.fast_io_fail) << "off unless given";
+  parsed = parse({"--sim", "-w", "read", "--io-timeout-ms", "2500", "--fast-io-fail-ms", "0"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.io_timeout_ms, 2500u);
+  EXPECT_TRUE(parsed.settings.fast_io_fail);
+  EXPECT_EQ(parsed.settings.fast_io_fail_ms, 0u) << "0 = fail at once";
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "--io-timeout-ms", "100"},
+                 "--io-timeout-ms applies to RDMA targets");
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "--fast-io-fail-ms", "100"},
+                 "--fast-io-fail-ms applies to RDMA targets");
+  EXPECT_EQ(parse({"--sim", "-w", "read", "--io-timeout-ms", "-1"}).code, 2) << "CLI11: unsigned";
+}
+
 }  // namespace
 }  // namespace nvmf::perf
