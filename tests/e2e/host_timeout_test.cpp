@@ -111,6 +111,21 @@ class HostTimeoutTest : public HostFixture {
     }
   }
 
+  // Submits one 4 KiB read of LBA 0 per entry of `reads` (into consecutive 4 KiB of
+  // `buffer`), makes the target refuse connections and fails the queue pair: true once the
+  // qpair is reconnecting with the reads held.
+  bool lose_queue_under_reads(host::Controller& controller, host::IoQpair& qpair,
+                              host::Namespace& ns, DmaBuffer& buffer,
+                              std::vector<Completion>& reads) {
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (!ns.read(qpair, buffer.data() + i * 4096, 0, 8, &on_complete, &reads[i])) return false;
+    }
+    target_provider_->refuse_connections(kHostTargetAddress, kHostTargetPort,
+                                         verbs::sim::RefuseMode::reject);
+    host_provider_->fail_next_wrs(1, verbs::WcStatus::general_error);
+    return run_with_time(controller, qpair, [&] { return qpair.reconnecting(); }, kStepMs);
+  }
+
   std::unique_ptr<bdev::Bdev> base_;
   std::unique_ptr<bdev::Bdev> delay_bdev_;
   bdev::DelayBdev* delay_ = nullptr;
@@ -268,14 +283,7 @@ TEST_F(HostTimeoutTest, FastIoFailFailsHeldIoWithHostPathErrorBeforeTheLossTimeo
   DmaBuffer buffer(*host_, 4096 * kReads);
   ASSERT_TRUE(buffer);
   std::vector<Completion> reads(kReads);
-  for (uint32_t i = 0; i < kReads; ++i) {
-    ASSERT_TRUE(ns->read(*qpair, buffer.data() + i * 4096, 0, 8, &on_complete, &reads[i]));
-  }
-  target_provider_->refuse_connections(kHostTargetAddress, kHostTargetPort,
-                                       verbs::sim::RefuseMode::reject);
-  host_provider_->fail_next_wrs(1, verbs::WcStatus::general_error);
-  ASSERT_TRUE(run_with_time(
-      *controller, *qpair, [&] { return qpair->reconnecting(); }, kStepMs));
+  ASSERT_TRUE(lose_queue_under_reads(*controller, *qpair, *ns, buffer, reads));
   const uint64_t lost_ms = now_ms();
   EXPECT_EQ(qpair->stats().fast_failed, 0u);
   Completion early;
@@ -328,14 +336,7 @@ TEST_F(HostTimeoutTest, FastIoFailZeroFailsAtOnceAndTheReconnectedQueueTakesIoAg
   DmaBuffer buffer(*host_, 4096 * kReads);
   ASSERT_TRUE(buffer);
   std::vector<Completion> reads(kReads);
-  for (uint32_t i = 0; i < kReads; ++i) {
-    ASSERT_TRUE(ns->read(*qpair, buffer.data() + i * 4096, 0, 8, &on_complete, &reads[i]));
-  }
-  target_provider_->refuse_connections(kHostTargetAddress, kHostTargetPort,
-                                       verbs::sim::RefuseMode::reject);
-  host_provider_->fail_next_wrs(1, verbs::WcStatus::general_error);
-  ASSERT_TRUE(run_with_time(
-      *controller, *qpair, [&] { return qpair->reconnecting(); }, kStepMs));
+  ASSERT_TRUE(lose_queue_under_reads(*controller, *qpair, *ns, buffer, reads));
   for (uint32_t i = 0; i < kReads; ++i) {
     EXPECT_EQ(reads[i].calls, 1) << "read " << i << ": not failed with the loss";
     EXPECT_TRUE(is_host_path_error(reads[i].status))
