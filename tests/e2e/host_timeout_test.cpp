@@ -10,6 +10,7 @@
 
 #include "bdev/delay_bdev.h"
 #include "host_fixture.h"
+#include "stalled_bdev.h"
 
 namespace nvmf::e2e {
 namespace {
@@ -36,30 +37,19 @@ class HostTimeoutTest : public HostFixture {
   void SetUp() override {
     HostFixture::SetUp();
     if (HasFatalFailure()) return;
-    bdev::MallocBdevOpts base;
-    base.name = "TimeoutBase";
-    base.block_count = 2048;
-    base.queue_depth_max = 1;  // one command fills the stalled bdev; the next waits in the core
-    auto made_base = bdev::create_malloc_bdev(base);
-    ASSERT_TRUE(made_base);
-    base_ = std::move(*made_base);
-    bdev::DelayBdevOpts delay;
-    delay.name = "TimeoutDelay";
-    delay.clock = &harness_.clock();
-    auto made = bdev::create_delay_bdev(delay, *base_);
-    ASSERT_TRUE(made);
-    delay_bdev_ = std::move(*made);
-    delay_ = bdev::as_delay_bdev(*delay_bdev_);
+    // One command fills the stalled bdev; the next waits in the core.
+    stalled_.create("TimeoutDelay", 2048, 1, harness_.clock());
+    if (HasFatalFailure()) return;
+    delay_ = stalled_.delay;
     target::NamespaceOpts ns;
     ns.nsid = kStalledNsid;
-    ns.bdev = delay_bdev_.get();
+    ns.bdev = stalled_.bdev.get();
     ASSERT_TRUE(target_->add_namespace(kNqn512, ns));
   }
   void TearDown() override {
-    if (delay_ != nullptr) delay_->release();
+    stalled_.release();
     HostFixture::TearDown();  // the target (and its channels of the delay bdev) go first
-    delay_bdev_.reset();
-    base_.reset();
+    stalled_.destroy();
   }
 
   static host::ControllerOpts timeout_opts() {
@@ -126,9 +116,8 @@ class HostTimeoutTest : public HostFixture {
     return run_with_time(controller, qpair, [&] { return qpair.reconnecting(); }, kStepMs);
   }
 
-  std::unique_ptr<bdev::Bdev> base_;
-  std::unique_ptr<bdev::Bdev> delay_bdev_;
-  bdev::DelayBdev* delay_ = nullptr;
+  StalledBdev stalled_;
+  bdev::DelayBdev* delay_ = nullptr;  // stalled_.delay
 };
 
 // A read stuck in the stalled bdev: no Abort before io_timeout_ms, one at it (the target

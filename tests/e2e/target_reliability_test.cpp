@@ -15,6 +15,7 @@
 #include "raw_host.h"
 #include "sim_target_fixture.h"
 #include "spec/spec.h"
+#include "stalled_bdev.h"
 
 namespace nvmf::e2e {
 namespace {
@@ -43,30 +44,19 @@ class TargetReliabilityTest : public SimTargetFixture {
     // 64 KiB units).
     opts_.data_buffers_per_group = 16;
     SimTargetFixture::SetUp();
-    bdev::MallocBdevOpts base;
-    base.name = "Base0";
-    base.block_count = 8192;
-    base.queue_depth_max = 2;  // two commands fill the stalled bdev; more wait in the core
-    auto made_base = bdev::create_malloc_bdev(base);
-    ASSERT_TRUE(made_base);
-    base_ = std::move(*made_base);
-    bdev::DelayBdevOpts delay;
-    delay.name = "Delay0";
-    delay.clock = &harness_.clock();
-    auto made = bdev::create_delay_bdev(delay, *base_);
-    ASSERT_TRUE(made);
-    delay_bdev_ = std::move(*made);
-    delay_ = bdev::as_delay_bdev(*delay_bdev_);
+    // Two commands fill the stalled bdev; more wait in the core.
+    stalled_.create("Delay0", 8192, 2, harness_.clock());
+    if (HasFatalFailure()) return;
+    delay_ = stalled_.delay;
     target::NamespaceOpts ns;
     ns.nsid = kStalledNsid;
-    ns.bdev = delay_bdev_.get();
+    ns.bdev = stalled_.bdev.get();
     ASSERT_TRUE(target_->add_namespace(kNqn, ns));
   }
   void TearDown() override {
-    if (delay_ != nullptr) delay_->release();
+    stalled_.release();
     SimTargetFixture::TearDown();
-    delay_bdev_.reset();
-    base_.reset();
+    stalled_.destroy();
   }
 
   // Admin queue (reactor 0: connections go round-robin) connected and enabled.
@@ -113,9 +103,8 @@ class TargetReliabilityTest : public SimTargetFixture {
     return !host.wait_response(&completion, rounds);
   }
 
-  std::unique_ptr<bdev::Bdev> base_;
-  std::unique_ptr<bdev::Bdev> delay_bdev_;
-  bdev::DelayBdev* delay_ = nullptr;
+  StalledBdev stalled_;
+  bdev::DelayBdev* delay_ = nullptr;  // stalled_.delay
 };
 
 void fill(uint8_t* data, size_t size, uint8_t seed) {
