@@ -55,7 +55,7 @@ readonly HOST_RECOVERS_CONTROLLER=0
 
 here="$(dirname "$0")"
 # shellcheck source=../../tools/check.sh
-source "$here/../../tools/check.sh"   # check, check_summary and $work (removed on exit)
+source "$here/../../tools/check.sh"   # check, check_summary, expect, wait_for and $work (removed on exit)
 # shellcheck source=lib/rxe.sh
 source "$here/lib/rxe.sh"
 # shellcheck source=lib/nvmf_tgt.sh
@@ -83,26 +83,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# expect NAME COMMAND...: one check, passed when COMMAND succeeds; prints the result.
-expect() {
-  local name="$1" rc
-  shift
-  "$@"
-  rc=$?
-  check "$name" "$rc" "'$*' exited $rc"
-  [ "$rc" -eq 0 ] && echo "  ok: $name"
-  return "$rc"
-}
-# wait_for SECONDS COMMAND...: 0 as soon as COMMAND succeeds (polled every 0.2 s), else 1.
-wait_for() {
-  local end=$((SECONDS + $1))
-  shift
-  while [ "$SECONDS" -lt "$end" ]; do
-    "$@" && return 0
-    sleep 0.2
-  done
-  "$@"
-}
 # wait_pid PID SECONDS: 0 once PID has exited; kills it and returns 1 if it still runs then.
 wait_pid() {
   wait_for "$2" pid_gone "$1" && return 0

@@ -43,7 +43,7 @@ done
 
 here="$(dirname "$0")"
 # shellcheck source=../../tools/check.sh
-source "$here/../../tools/check.sh"   # check, check_summary and $work (removed on exit)
+source "$here/../../tools/check.sh"   # check, check_summary, expect, wait_for and $work (removed on exit)
 # shellcheck source=lib/rxe.sh
 source "$here/lib/rxe.sh"
 # shellcheck source=lib/nvmf_tgt.sh
@@ -70,26 +70,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# expect NAME COMMAND...: one check, passed when COMMAND succeeds; prints the result.
-expect() {
-  local name="$1" rc
-  shift
-  "$@"
-  rc=$?
-  check "$name" "$rc" "'$*' exited $rc"
-  [ "$rc" -eq 0 ] && echo "  ok: $name"
-  return "$rc"
-}
-# wait_for SECONDS COMMAND...: 0 as soon as COMMAND succeeds (polled every 0.2 s), else 1.
-wait_for() {
-  local end=$((SECONDS + $1))
-  shift
-  while [ "$SECONDS" -lt "$end" ]; do
-    "$@" && return 0
-    sleep 0.2
-  done
-  "$@"
-}
 # rpc METHOD ARGS...: nvmfctl tgt on our socket, output kept in logs/rpc.log.
 rpc() {
   echo "\$ nvmfctl tgt $*" >>"$logs/rpc.log"
