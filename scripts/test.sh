@@ -5,6 +5,7 @@
 #   NVMF_SANITIZE  e.g. address,undefined: the main build itself with sanitizers
 #   NVMF_CI_SANITIZERS  0 leaves out the sanitizer tiers below (default 1)
 #   NVMF_FUZZ_SECONDS   seconds each fuzz target runs in the sanitizer tier (default 20)
+#   NVMF_CI_TSAN        1 adds the ThreadSanitizer tier (default 0 for now)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,10 @@ if [ "${NVMF_CI_SANITIZERS:-1}" != 0 ]; then
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$ASAN_DIR" -L "unit|e2e|fuzz" --output-on-failure -j "$(nproc)" --timeout 900
 
+fi
+# The TSan tier has not yet run to its end in a clean-clone CI run (issue 14): opt-in until it
+# has, with its time measured.
+if [ "${NVMF_CI_SANITIZERS:-1}" != 0 ] && [ "${NVMF_CI_TSAN:-0}" != 0 ]; then
   TSAN_DIR="${BUILD_DIR}-tsan"
   TSAN_BINARIES=(reactor_unit_tests env_unit_tests rpc_unit_tests verbs_sim_unit_tests
                  target_unit_tests bdev_unit_tests nbd_unit_tests target_threads_e2e_tests
