@@ -187,6 +187,7 @@ struct ControllerData {
   uint16_t io_queues_granted = 0;   // from Set Features Number of Queues
   uint16_t io_queue_size = 0;       // entries the target granted per I/O queue
   uint8_t aerl = 0;
+  uint8_t acl = 0;                  // Abort Command Limit, 0's based: Aborts outstanding at once
 };
 
 struct ControllerStats {

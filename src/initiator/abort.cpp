@@ -15,11 +15,6 @@ using transport_rdma::DataDirection;
 using transport_rdma::HostCommand;
 using transport_rdma::HostQueueState;
 
-// Aborts outstanding at once: the NVMe base spec recommends an Abort Command Limit (ACL, 0's
-// based) of at least 3, and this project's target and SPDK's take 4; one more would be
-// refused with Abort Command Limit Exceeded and reset its queue for nothing.
-constexpr uint32_t kAbortsInFlightMax = 4;
-
 // Under registry.mutex: the live qpair with QID `sqid`, or nullptr (freed meanwhile).
 IoQpair::Impl* find_qpair(QpairRegistry& registry, uint16_t sqid) {
   for (IoQpair::Impl* qpair : registry.live) {
@@ -28,18 +23,24 @@ IoQpair::Impl* find_qpair(QpairRegistry& registry, uint16_t sqid) {
   return nullptr;
 }
 
-void report_failed(QpairRegistry& registry, uint16_t sqid) {
-  std::lock_guard<std::mutex> lock(registry.mutex);
+// Under registry.mutex: tells the qpair with QID `sqid` (if still live) that an Abort it asked
+// for failed, so that its next timeout scan resets its queue.
+void count_failed_abort(QpairRegistry& registry, uint16_t sqid) {
   IoQpair::Impl* qpair = find_qpair(registry, sqid);
   if (qpair != nullptr) qpair->aborts_failed.fetch_add(1, std::memory_order_release);
+}
+
+void report_failed(QpairRegistry& registry, uint16_t sqid) {
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  count_failed_abort(registry, sqid);
 }
 
 void abort_done(HostCommand& command, const spec::Cqe& cqe) {
   auto* ctrl = static_cast<Controller::Impl*>(command.owner);
   QpairRegistry& registry = *ctrl->registry;
   --registry.aborts_in_flight;
-  const auto sqid = static_cast<uint16_t>(command.sqe.cdw10 & 0xFFFF);
-  const auto cid = static_cast<uint16_t>(command.sqe.cdw10 >> 16);
+  const uint16_t sqid = spec::abort_sqid(command.sqe.cdw10);
+  const uint16_t cid = spec::abort_cid(command.sqe.cdw10);
   const spec::Status status = cqe.decoded_status();
   if (!status.is_success()) {
     if (status.sc != spec::sc_generic::aborted_sq_deletion) {  // not the admin queue's own end
@@ -60,16 +61,16 @@ bool send_abort(Controller::Impl& ctrl, const AbortRequest& request) {
   HostCommand* command = ctrl.admin->get_command();
   if (command == nullptr) return false;
   command->sqe = spec::make_sqe(spec::admin_opcode::abort, 0);
-  command->sqe.cdw10 = uint32_t{request.sqid} | (uint32_t{request.cid} << 16);
+  command->sqe.cdw10 = spec::abort_cdw10(request.sqid, request.cid);
   command->callback = abort_done;
   command->status_fn = nullptr;
   command->owner = &ctrl;
   QpairRegistry& registry = *ctrl.registry;
-  IoQpair::Impl* qpair = find_qpair(registry, request.sqid);
   if (!ctrl.admin->submit(*command, DataDirection::none, nullptr, 0)) {
-    if (qpair != nullptr) qpair->aborts_failed.fetch_add(1, std::memory_order_release);
+    count_failed_abort(registry, request.sqid);
     return true;  // the request is answered: failed
   }
+  IoQpair::Impl* qpair = find_qpair(registry, request.sqid);
   ++registry.aborts_in_flight;
   if (qpair != nullptr) qpair->aborts_sent.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -87,11 +88,12 @@ void send_requested_aborts(Controller::Impl& ctrl) noexcept {
   while (waiting > 0) {
     const AbortRequest request = registry.abort_ring[registry.abort_ring_head];
     if (admin_usable) {
-      if (registry.aborts_in_flight >= kAbortsInFlightMax) break;
+      // The controller's Abort Command Limit: one more would be refused with Abort Command
+      // Limit Exceeded and reset its queue for nothing.
+      if (registry.aborts_in_flight >= uint32_t{ctrl.data.acl} + 1) break;
       if (!send_abort(ctrl, request)) break;  // no admin slot: the next poll tries again
     } else {
-      IoQpair::Impl* qpair = find_qpair(registry, request.sqid);
-      if (qpair != nullptr) qpair->aborts_failed.fetch_add(1, std::memory_order_release);
+      count_failed_abort(registry, request.sqid);
     }
     registry.abort_ring_head = (registry.abort_ring_head + 1) % kAbortRequestsMax;
     --waiting;

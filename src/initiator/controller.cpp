@@ -407,6 +407,7 @@ Result<void> Controller::Impl::bring_up(std::string* message) {
   data.in_capsule_data_bytes = id.ioccsz >= 4 ? id.ioccsz * 16 - 64 : 0;
   data.namespace_count = id.nn;
   data.aerl = id.aerl;
+  data.acl = id.acl;
   data.io_queue_size = static_cast<uint16_t>(
       std::min<uint32_t>(opts.io_queue_size, spec::cap_mqes(data.cap) + 1));
   if (discovery) return {};

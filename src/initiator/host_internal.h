@@ -43,7 +43,7 @@ struct AbortRequest {
 };
 // Timed-out commands whose Aborts may wait for the admin thread at once: timeouts are rare,
 // and a burst beyond this (a whole stalled queue) resets its queue, which Aborts sent
-// kAbortsInFlightMax at a time could not have freed sooner.
+// a few at a time (the controller's Abort Command Limit) could not have freed sooner.
 inline constexpr uint32_t kAbortRequestsMax = 64;
 
 // The I/O qpairs of a controller, shared with them so either may go first.
@@ -171,7 +171,7 @@ struct Controller::Impl {
 };
 
 // Admin thread (abort.cpp; process_admin_completions() calls it): sends the Aborts the I/O
-// qpairs asked for (at most kAbortsInFlightMax outstanding), and reports a failed one to its
+// qpairs asked for (at most ACL + 1 outstanding), and reports a failed one to its
 // qpair, which then resets. With no usable admin queue every request fails at once.
 void send_requested_aborts(Controller::Impl& ctrl) noexcept;
 

@@ -52,6 +52,15 @@ inline constexpr uint8_t sanitize = 0x84;
 inline constexpr uint8_t get_lba_status = 0x86;
 }  // namespace admin_opcode
 
+// Abort's CDW10: SQID in 15:0, the CID to abort in 31:16 (the same on PCIe and fabrics).
+constexpr uint32_t abort_cdw10(uint16_t sqid, uint16_t cid) noexcept {
+  return (uint32_t{cid} << 16) | sqid;
+}
+constexpr uint16_t abort_sqid(uint32_t cdw10) noexcept { return static_cast<uint16_t>(cdw10); }
+constexpr uint16_t abort_cid(uint32_t cdw10) noexcept {
+  return static_cast<uint16_t>(cdw10 >> 16);
+}
+
 // Opcodes for NVM Commands (I/O queues).
 namespace nvm_opcode {
 inline constexpr uint8_t flush = 0x00;

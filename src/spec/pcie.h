@@ -124,7 +124,7 @@ constexpr uint16_t create_sq_cqid(const Sqe& sqe) noexcept {
 // Abort: CDW10 SQID 15:0, CID 31:16. CQE DW0 bit 0 = 1: the command was not aborted.
 constexpr Sqe make_abort(uint16_t cid, uint16_t sqid, uint16_t cid_to_abort) noexcept {
   Sqe sqe = make_pcie_sqe(admin_opcode::abort, cid);
-  sqe.cdw10 = (uint32_t{cid_to_abort} << 16) | sqid;
+  sqe.cdw10 = abort_cdw10(sqid, cid_to_abort);
   return sqe;
 }
 

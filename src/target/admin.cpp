@@ -496,8 +496,8 @@ void Controller::keep_alive(Request& req) noexcept {
 }
 
 void Controller::abort(Request& req) noexcept {
-  const uint16_t sqid = static_cast<uint16_t>(req.cmd.cdw10 & 0xFFFF);
-  const uint16_t cid = static_cast<uint16_t>(req.cmd.cdw10 >> 16);
+  const uint16_t sqid = spec::abort_sqid(req.cmd.cdw10);
+  const uint16_t cid = spec::abort_cid(req.cmd.cdw10);
   Qpair& admin = *req.qpair;
   if (admin.aborts_in_flight_ >= kAbortsInFlightMax) {
     return detail::complete_status(
