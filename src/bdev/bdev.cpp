@@ -215,6 +215,7 @@ Bdev::Bdev(Params params) noexcept
       block_size_bytes_(params.block_size_bytes),
       block_count_(params.block_count),
       uuid_(uuid_is_null(params.uuid) ? uuid_generate() : params.uuid),
+      uuid_generated_(uuid_is_null(params.uuid)),
       io_types_(params.io_types & kAllIoTypes),
       queue_depth_max_(params.queue_depth_max),
       buffer_alignment_bytes_(params.buffer_alignment_bytes),

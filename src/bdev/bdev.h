@@ -237,6 +237,9 @@ class Bdev {
   uint64_t block_count() const noexcept { return block_count_; }
   uint64_t size_bytes() const noexcept { return block_count_ * block_size_bytes_; }
   const Uuid& uuid() const noexcept { return uuid_; }
+  // True when Params::uuid was all zero (no configured UUID, or a device that reports none)
+  // and uuid() is random, new at every start: the target then derives a stable namespace UUID.
+  bool uuid_generated() const noexcept { return uuid_generated_; }
   IoTypeMask supported_io_types() const noexcept { return io_types_; }
   bool supports(IoType type) const noexcept;
   // Depth of each channel (from the backend's options).
@@ -286,6 +289,7 @@ class Bdev {
   uint32_t block_size_bytes_;
   uint64_t block_count_;
   Uuid uuid_;
+  bool uuid_generated_;
   IoTypeMask io_types_;
   uint32_t queue_depth_max_;
   uint32_t buffer_alignment_bytes_;

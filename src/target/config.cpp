@@ -963,9 +963,11 @@ Result<uint32_t> build_namespace(const NamespaceConfig& config, std::string_view
   }
   opts.uuid_set = config.uuid_set;
   opts.uuid = config.uuid;
-  // The configuration's identifiers win; else what the device reports (nvme).
-  opts.nguid = is_all_zero(config.nguid) ? opts.bdev->nguid() : config.nguid;
-  opts.eui64 = is_all_zero(config.eui64) ? opts.bdev->eui64() : config.eui64;
+  opts.nguid = config.nguid;
+  opts.eui64 = config.eui64;
+  // The configuration's identifiers win; else what the bdev reports; else ones derived from
+  // the configuration, the same at every start (namespace_ids has the rule).
+  opts.derive_ids_subnqn = std::string(nqn);
   auto added = target.add_namespace(nqn, opts);
   if (!added && error_message != nullptr) {
     *error_message = at_path(path, describe(added.error()));

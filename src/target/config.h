@@ -153,8 +153,10 @@ Result<void> build_target(const TargetConfig& config, bdev::BdevRegistry& regist
 // build_target's two steps for one object. build_bdev creates the bdev, hooks an nvme bdev's
 // hot removal to target.remove_namespaces_of and registers it; a delay or error bdev's base
 // must be registered, not claimed by another bdev yet, and back no namespace of `target`.
-// build_namespace adds a namespace over a registered bdev to subsystem `nqn` (NGUID and EUI-64
-// default to what the bdev reports); the base of a delay or error bdev is refused. Messages
+// build_namespace adds a namespace over a registered bdev to subsystem `nqn`; identifiers the
+// config leaves out are the bdev's or derived from (nqn, NSID, bdev name), the same at every
+// start (NamespaceOpts::derive_ids_subnqn, namespace_ids); the base of a delay or error bdev
+// is refused. Messages
 // start with `path` (when not empty) as build_target's do:
 //   bdevs[0]: cannot create bdev "Nvme0n1": ...      bdevs[0].name: "M0" is already registered
 //   subsystems[0].namespaces[1].bdev: no bdev named "M9"

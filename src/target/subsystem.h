@@ -26,27 +26,60 @@ class Controller;
 struct NamespaceOpts {
   uint32_t nsid = 0;           // 1..max_namespaces; 0 = the lowest free NSID
   bdev::Bdev* bdev = nullptr;  // required; must outlive the namespace's use (see Target)
-  bool uuid_set = false;       // false: the bdev's UUID
+  // Identifiers left unset take defaults: namespace_ids() below says which.
+  bool uuid_set = false;  // false: the bdev's UUID, or a derived one
   bdev::Uuid uuid{};
-  std::array<uint8_t, 16> nguid{};  // all zero: not reported
-  std::array<uint8_t, 8> eui64{};   // all zero: not reported
+  std::array<uint8_t, 16> nguid{};  // all zero: the bdev's, or derived, or none
+  std::array<uint8_t, 8> eui64{};   // all zero: the bdev's, or none
+  // Not empty: the NQN of the subsystem the namespace is added to (the `nqn` given to
+  // Target::add_namespace), and a UUID neither set here nor configured for the bdev
+  // (Bdev::uuid_generated) is derived from (this NQN, NSID, bdev name), so the same
+  // configuration gives the same identity at every start. build_namespace (the config file and
+  // the namespace_add RPC) sets it. Empty: the bdev's UUID, even a random one.
+  std::string derive_ids_subnqn{};
 };
+
+// What a namespace reports in Identify Namespace and its descriptor list; all zero: none.
+struct NamespaceIds {
+  bdev::Uuid uuid{};
+  std::array<uint8_t, 16> nguid{};
+  std::array<uint8_t, 8> eui64{};
+};
+
+// The one rule for a namespace's identifiers, whichever way the namespace is added (the
+// Namespace constructor applies it). `opts.nsid` is the NSID the namespace gets, not 0.
+//   UUID:   opts.uuid when uuid_set; else the bdev's when it was configured (not generated);
+//           else, with derive_ids_subnqn, derived_namespace_uuid(); else the bdev's random one.
+//   NGUID:  opts.nguid when not all zero; else the bdev's (an nvme device's) when it has one;
+//           else, when the UUID was derived, the same 16 bytes (as SPDK copies its UUID);
+//           else none.
+//   EUI-64: opts.eui64 when not all zero; else the bdev's; else none.
+// Why derive: Linux hosts compare a namespace's identifiers when they reconnect and drop a
+// namespace whose identifiers changed ("identifiers changed"), so a restarted target must
+// report the same ones.
+NamespaceIds namespace_ids(const NamespaceOpts& opts) noexcept;
+
+// RFC 4122 version 5 UUID under a fixed project name space ID (kDerivedUuidNameSpace in
+// subsystem.cpp) of the name "<subnqn>/<nsid>/<bdev name>", the NSID in decimal without
+// leading zeroes: e.g. "nqn.2026-01.io.example:disk1/1/Malloc0". A change to any of the three
+// gives another UUID.
+bdev::Uuid derived_namespace_uuid(std::string_view subnqn, uint32_t nsid,
+                                  std::string_view bdev_name) noexcept;
 
 class Namespace {
  public:
+  // Identifiers by namespace_ids(opts).
   explicit Namespace(const NamespaceOpts& opts) noexcept;
   uint32_t nsid() const noexcept { return nsid_; }
   bdev::Bdev& bdev() const noexcept { return *bdev_; }
-  const bdev::Uuid& uuid() const noexcept { return uuid_; }
-  const std::array<uint8_t, 16>& nguid() const noexcept { return nguid_; }
-  const std::array<uint8_t, 8>& eui64() const noexcept { return eui64_; }
+  const bdev::Uuid& uuid() const noexcept { return ids_.uuid; }
+  const std::array<uint8_t, 16>& nguid() const noexcept { return ids_.nguid; }
+  const std::array<uint8_t, 8>& eui64() const noexcept { return ids_.eui64; }
 
  private:
   uint32_t nsid_;
   bdev::Bdev* bdev_;
-  bdev::Uuid uuid_;
-  std::array<uint8_t, 16> nguid_;
-  std::array<uint8_t, 8> eui64_;
+  NamespaceIds ids_;
 };
 
 // One transport address a subsystem is reachable at, as the discovery log reports it.
