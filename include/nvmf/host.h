@@ -141,6 +141,18 @@ struct ControllerOpts {
   // goes on until ctrl_loss_timeout_ms; once reconnected, submits are taken again. 0 = fail at
   // once; kFastIoFailOff (default) = wait for the reconnect or the controller loss timeout.
   uint32_t fast_io_fail_timeout_ms = kFastIoFailOff;
+  // Controller reset when the admin queue is lost (its queue pair failed, a Keep Alive went
+  // unanswered for KATO, the target restarted), as the kernel host's error recovery: after
+  // reconnect_delay_ms the admin thread's process_admin_completions() connects a new admin
+  // queue (Fabrics Connect for a new controller ID; blocking, up to connect_timeout_ms plus the
+  // bring-up's admin commands per attempt), enables and identifies the controller and rescans
+  // its namespaces; then every I/O qpair, at its owner's next process_completions(), reconnects
+  // to the new controller ID and resends what it held. An I/O qpair whose queue pair was still
+  // up is reset too: a new controller knows none of the old one's queues. Attempts repeat
+  // every reconnect_delay_ms until ctrl_loss_timeout_ms after the loss; then the controller is
+  // given up and the I/O it held fails (aborted). false: a lost admin queue leaves the
+  // controller disconnected and its owner reconnects it (nvmf_hostd does).
+  bool controller_recovery = true;
 };
 
 struct HostOpts {
@@ -193,8 +205,12 @@ struct ControllerData {
 struct ControllerStats {
   uint64_t keep_alives_sent = 0;
   uint64_t async_events = 0;
-  uint64_t reconnects = 0;
+  uint64_t reconnects = 0;           // I/O queue reconnects, summed over the qpairs
   uint64_t io_qpairs_allocated = 0;  // ever allocated (not the number alive now)
+  uint64_t resets = 0;               // controller resets done (ControllerOpts::controller_recovery)
+  uint64_t reset_attempts_failed = 0;
+  uint64_t namespace_rescans = 0;    // namespace lists read again (reset or Namespace Attribute
+                                     // Changed)
 };
 
 // Every command's completion. `status` is the NVMe status; a command that never reached the
@@ -256,14 +272,22 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
+  // data() is read again at a controller reset (cntlid changes; the admin thread writes it).
   const ControllerData& data() const noexcept;
   const TransportId& trid() const noexcept;
   ControllerStats stats() const noexcept;
+  // The admin queue is up: false while a controller reset is under way and once lost.
   bool connected() const noexcept;
+  // A controller reset is under way or waiting for its next attempt
+  // (ControllerOpts::controller_recovery); false once connected again or given up.
+  bool recovering() const noexcept;
 
-  // Active namespaces, ascending NSID, as identified at connect. A Namespace Attribute
-  // Changed notice is logged, counted (stats().async_events) and its log page read; the list
-  // itself is not rescanned (yet).
+  // Active namespaces, ascending NSID. Identified at connect and again at each controller reset
+  // and each Namespace Attribute Changed notice (the admin thread's process_admin_completions()
+  // reads the lists; admin thread calls, like these two). A Namespace object stays valid until
+  // the Controller goes: one that was removed or changed (size, block size, UUID, NGUID) is
+  // replaced by a new object and ns() no longer returns it; I/O still submitted through it
+  // reaches the target with its NSID (which answers what it answers for that NSID).
   const std::vector<uint32_t>& active_namespaces() const noexcept;
   Namespace* ns(uint32_t nsid) noexcept;  // nullptr when not active
 

@@ -332,7 +332,7 @@ Result<void> Controller::Impl::property_set(uint32_t offset, uint64_t value,
   return {};
 }
 
-Result<void> Controller::Impl::bring_up(std::string* message) {
+Result<void> Controller::Impl::bring_up(std::string* message, bool resetting) {
   transport_rdma::HostQueueOpts queue_opts;
   queue_opts.address = trid.traddr;
   queue_opts.port = trid.port();
@@ -425,7 +425,14 @@ Result<void> Controller::Impl::bring_up(std::string* message) {
   const uint32_t granted = std::min(spec::number_of_queues_sq_count(queues->cdw0),
                                     spec::number_of_queues_cq_count(queues->cdw0));
   data.io_queues_granted = static_cast<uint16_t>(std::min<uint32_t>(asked, granted));
-  registry->qid_used.assign(data.io_queues_granted, false);
+  if (!resetting) {
+    registry->qid_used.assign(data.io_queues_granted, false);
+  } else if (data.io_queues_granted < registry->qid_used.size()) {
+    // The live qpairs keep their QIDs; those above the grant are refused at their Connect and
+    // retry until the controller loss timeout.
+    NVMF_WARNLOG(host, "%s: the reset controller grants %u I/O queues, %zu before",
+                 trid.subnqn.c_str(), data.io_queues_granted, registry->qid_used.size());
+  }
 
   auto namespaces_found = identify_namespaces(message);
   if (!namespaces_found) return namespaces_found;
@@ -440,8 +447,18 @@ Result<void> Controller::Impl::bring_up(std::string* message) {
   if (opts.keep_alive_timeout_ms != 0) {
     next_keep_alive_ns = host->now_ns() + uint64_t{opts.keep_alive_timeout_ms} * 1000 * 1000 / 2;
   }
+  publish_epoch(ControllerEpoch{epoch.generation, ControllerLink::live, data.cntlid});
   return {};
 }
+
+namespace {
+
+bool same_namespace(const Namespace& a, const Namespace& b) {
+  return a.id() == b.id() && a.block_size() == b.block_size() &&
+         a.block_count() == b.block_count() && a.uuid() == b.uuid() && a.nguid() == b.nguid();
+}
+
+}  // namespace
 
 Result<void> Controller::Impl::identify_namespaces(std::string* message) {
   auto list = execute(spec::make_identify(0, spec::cns::active_namespace_list, 0),
@@ -455,8 +472,8 @@ Result<void> Controller::Impl::identify_namespaces(std::string* message) {
   for (uint32_t i = 0; i < spec::identify_data_size / 4 && ids[i] != 0; ++i) {
     nsids.push_back(ids[i]);
   }
-  active.clear();
-  namespaces.clear();
+  std::vector<uint32_t> found_active;
+  std::vector<std::unique_ptr<Namespace>> found;
   for (uint32_t nsid : nsids) {
     auto ns_cqe = execute(spec::make_identify(0, spec::cns::namespace_data, nsid),
                           DataDirection::controller_to_host, scratch, spec::identify_data_size);
@@ -481,10 +498,25 @@ Result<void> Controller::Impl::identify_namespaces(std::string* message) {
         if (identifiers.has_nguid) std::memcpy(nguid.data(), identifiers.nguid, nguid.size());
       }
     }
-    active.push_back(nsid);
-    namespaces.push_back(std::make_unique<Namespace>(nsid, static_cast<uint32_t>(block_size),
-                                                     ns.nsze, uuid, nguid));
+    found_active.push_back(nsid);
+    found.push_back(std::make_unique<Namespace>(nsid, static_cast<uint32_t>(block_size), ns.nsze,
+                                                uuid, nguid));
   }
+  // Every read succeeded: the new lists replace the old. An unchanged namespace keeps its
+  // object (callers hold Namespace pointers); the others are retired, never freed.
+  for (auto& fresh : found) {
+    for (auto& old : namespaces) {
+      if (old && same_namespace(*old, *fresh)) {
+        fresh = std::move(old);
+        break;
+      }
+    }
+  }
+  for (auto& old : namespaces) {
+    if (old) retired_namespaces.push_back(std::move(old));
+  }
+  active = std::move(found_active);
+  namespaces = std::move(found);
   return {};
 }
 
@@ -523,6 +555,10 @@ void aer_done(HostCommand& command, const spec::Cqe& cqe) {
   const uint8_t lid = spec::async_event_log_page_of(cqe.cdw0);
   NVMF_NOTICELOG(host, "%s: async event type %u info %02xh log page %02xh",
                  ctrl->trid.subnqn.c_str(), type, info, lid);
+  if (type == spec::async_event_type::notice &&
+      info == spec::async_event_notice::namespace_attribute_changed) {
+    ctrl->rescan_pending = true;  // process_admin_completions() reads the lists again
+  }
   if (ctrl->shutting_down) return;  // CC.SHN is out: the controller takes no new commands
   // Reading the log page the event names re-arms that event at the controller.
   if (lid != 0 && !ctrl->aer_log_busy && ctrl->admin) {
@@ -634,6 +670,10 @@ Result<std::vector<DiscoveryEntry>> Controller::Impl::read_discovery_log(std::st
 
 void Controller::Impl::shutdown() noexcept {
   shutting_down = true;
+  if (reset == Reset::waiting) {
+    reset = Reset::gave_up;
+    publish_epoch(ControllerEpoch{epoch.generation, ControllerLink::lost, data.cntlid});
+  }
   // I/O qpairs first: their outstanding callbacks run once, aborted.
   std::vector<IoQpair::Impl*> live;
   {
@@ -703,24 +743,21 @@ Namespace* Controller::ns(uint32_t nsid) noexcept {
 int Controller::process_admin_completions() {
   Impl& ctrl = *impl_;
   send_requested_aborts(ctrl);  // I/O timeouts of the qpairs (abort.cpp)
+  if (ctrl.reset == Impl::Reset::waiting && !ctrl.reset_step()) return 0;
   if (!ctrl.admin || ctrl.admin->state() != HostQueueState::connected) {
-    if (ctrl.connected) {
-      NVMF_ERRLOG(host, "%s: admin queue lost (controller %u)", ctrl.trid.subnqn.c_str(),
-                  ctrl.data.cntlid);
-      ctrl.connected = false;
-    }
+    if (ctrl.connected) ctrl.admin_lost("admin queue lost");
     return 0;
   }
   int handled = ctrl.admin->poll();
   const uint64_t kato_ns = uint64_t{ctrl.opts.keep_alive_timeout_ms} * 1000 * 1000;
   if (ctrl.keep_alive_outstanding && ctrl.host->now_ns() - ctrl.keep_alive_sent_ns >= kato_ns) {
     // No answer within KATO (the kernel host's keep-alive request timeout): the target is gone
-    // or stuck; fail the admin queue so that the owner sees the controller lost and recovers.
+    // or stuck; fail the admin queue so that the controller resets (or its owner sees it lost).
     NVMF_ERRLOG(host, "%s: Keep Alive unanswered for %u ms (controller %u): admin queue failed",
                 ctrl.trid.subnqn.c_str(), ctrl.opts.keep_alive_timeout_ms, ctrl.data.cntlid);
     ctrl.keep_alive_outstanding = false;
     ctrl.admin->fail_connection("keep-alive timeout");
-    ctrl.connected = false;
+    ctrl.admin_lost("keep-alive timeout");
     return handled;
   }
   if (ctrl.opts.keep_alive_timeout_ms != 0 && !ctrl.keep_alive_outstanding &&
@@ -729,7 +766,84 @@ int Controller::process_admin_completions() {
         ctrl.host->now_ns() + uint64_t{ctrl.opts.keep_alive_timeout_ms} * 1000 * 1000 / 2;
     ctrl.submit_keep_alive();
   }
+  if (ctrl.rescan_pending && !ctrl.shutting_down) ctrl.rescan_namespaces();
   return handled;
+}
+
+bool Controller::recovering() const noexcept { return impl_->reset == Impl::Reset::waiting; }
+
+// ---------------------------------------------------------------------------------------
+// Controller reset (ControllerOpts::controller_recovery) and namespace rescan
+
+void Controller::Impl::publish_epoch(ControllerEpoch next) noexcept {
+  epoch = next;
+  registry->controller.store(next.pack(), std::memory_order_release);
+}
+
+void Controller::Impl::admin_lost(const char* why) noexcept {
+  connected = false;
+  if (admin) admin->disconnect();  // its commands (AERs, Keep Alive, Aborts) complete, aborted
+  if (!opts.controller_recovery || discovery || shutting_down) {
+    NVMF_ERRLOG(host, "%s: %s (controller %u)", trid.subnqn.c_str(), why, data.cntlid);
+    return;
+  }
+  const uint64_t now = host->now_ns();
+  reset = Reset::waiting;
+  reset_attempts = 0;
+  reset_deadline_ns = now + uint64_t{opts.ctrl_loss_timeout_ms} * 1000 * 1000;
+  reset_retry_at_ns = now + uint64_t{opts.reconnect_delay_ms} * 1000 * 1000;
+  // The I/O qpairs see the new generation at their next poll and reset their queues.
+  publish_epoch(ControllerEpoch{epoch.generation + 1, ControllerLink::resetting, data.cntlid});
+  NVMF_ERRLOG(host, "%s: %s (controller %u): resetting the controller in %.3g seconds",
+              trid.subnqn.c_str(), why, data.cntlid, opts.reconnect_delay_ms / 1000.0);
+}
+
+bool Controller::Impl::reset_step() noexcept {
+  const uint64_t now = host->now_ns();
+  if (now < reset_retry_at_ns) return false;
+  ++reset_attempts;
+  const uint16_t old_cntlid = data.cntlid;
+  std::string message;
+  if (bring_up(&message, true)) {
+    reset = Reset::none;
+    ++stats.resets;
+    ++stats.namespace_rescans;
+    NVMF_NOTICELOG(host, "%s: controller reset (attempt %u): controller %u, was %u; %zu "
+                   "namespaces", trid.subnqn.c_str(), reset_attempts, data.cntlid, old_cntlid,
+                   active.size());
+    return true;
+  }
+  ++stats.reset_attempts_failed;
+  connected = false;
+  if (admin) admin->disconnect();
+  data.cntlid = old_cntlid;  // until a bring-up completes, the controller is the old one
+  if (host->now_ns() >= reset_deadline_ns) {
+    reset = Reset::gave_up;
+    publish_epoch(ControllerEpoch{epoch.generation, ControllerLink::lost, old_cntlid});
+    NVMF_ERRLOG(host, "%s: controller reset failed (%s); controller loss timeout (%u ms) "
+                "reached: giving up", trid.subnqn.c_str(), message.c_str(),
+                opts.ctrl_loss_timeout_ms);
+    return false;
+  }
+  reset_retry_at_ns = host->now_ns() + uint64_t{opts.reconnect_delay_ms} * 1000 * 1000;
+  NVMF_ERRLOG(host, "%s: controller reset attempt %u failed: %s; again in %.3g seconds",
+              trid.subnqn.c_str(), reset_attempts, message.c_str(),
+              opts.reconnect_delay_ms / 1000.0);
+  return false;
+}
+
+void Controller::Impl::rescan_namespaces() noexcept {
+  rescan_pending = false;
+  const size_t before = active.size();
+  std::string message;
+  auto rescanned = identify_namespaces(&message);
+  if (!rescanned) {
+    NVMF_ERRLOG(host, "%s: namespace rescan failed: %s", trid.subnqn.c_str(), message.c_str());
+    return;
+  }
+  ++stats.namespace_rescans;
+  NVMF_NOTICELOG(host, "%s: namespaces rescanned: %zu active, %zu before",
+                 trid.subnqn.c_str(), active.size(), before);
 }
 
 Result<void> Controller::disconnect() {

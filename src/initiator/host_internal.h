@@ -46,8 +46,34 @@ struct AbortRequest {
 // a few at a time (the controller's Abort Command Limit) could not have freed sooner.
 inline constexpr uint32_t kAbortRequestsMax = 64;
 
+// The controller the I/O qpairs connect to, as one word the admin thread publishes
+// (QpairRegistry::controller) and each qpair's owner compares in process_completions():
+// a new generation is a controller reset, after which every I/O queue reconnects with the new
+// controller ID.
+enum class ControllerLink : uint8_t {
+  live,       // connected: I/O queues connect with `cntlid`
+  resetting,  // the admin queue is being reconnected: I/O queues wait for it
+  lost,       // given up (ctrl_loss_timeout_ms): I/O queues give up too
+};
+struct ControllerEpoch {
+  uint32_t generation = 0;  // +1 at each reset
+  ControllerLink link = ControllerLink::live;
+  uint16_t cntlid = 0;
+
+  uint64_t pack() const noexcept {
+    return (uint64_t{generation} << 32) | (uint64_t{static_cast<uint8_t>(link)} << 16) | cntlid;
+  }
+  static ControllerEpoch unpack(uint64_t word) noexcept {
+    return ControllerEpoch{static_cast<uint32_t>(word >> 32),
+                           static_cast<ControllerLink>((word >> 16) & 0xFF),
+                           static_cast<uint16_t>(word & 0xFFFF)};
+  }
+};
+
 // The I/O qpairs of a controller, shared with them so either may go first.
 struct QpairRegistry {
+  // ControllerEpoch::pack(), written by the admin thread (controller.cpp).
+  std::atomic<uint64_t> controller{0};
   std::atomic<uint64_t> reconnects{0};  // I/O queue reconnects, summed over qpairs
   // Controller::set_memreg_policy(): (request number << 8) | MemregPolicy; 0 = none yet. Each
   // qpair's owner thread compares it with the last it took in process_completions().
@@ -87,6 +113,8 @@ struct IoQpair::Impl {
   spec::DsmRange* dsm_ranges = nullptr;  // one per command slot (index = CID), DMA memory
   void* connect_data = nullptr;          // the Connect command's 1 KiB, DMA memory
   uint32_t memreg_request_taken = 0;     // the registry's memreg_request this qpair last took
+  uint64_t controller_seen = 0;          // the registry's `controller` word at the last look
+  uint32_t generation = 0;               // the controller generation the queue connected to
   bool warned_unsafe = false;            // logged once that a switch chose `unsafe`
   IoQpairStats stats;
   // I/O timeouts (ControllerOpts::io_timeout_ms; HostCommand::timer is each command's).
@@ -125,6 +153,13 @@ struct IoQpair::Impl {
   void restart_timers() noexcept;
   // Recovery past fast_io_fail_timeout_ms: fail what is held, refuse new submits.
   void check_fast_io_fail() noexcept;
+  // The registry's `controller` word changed: a queue connected to an older controller
+  // generation resets (and reconnects once the new controller is live).
+  void take_controller_epoch(uint64_t word) noexcept;
+  // Recovery::waiting, from recover(): what the controller's reset says about this attempt.
+  enum class EpochVerdict : uint8_t { as_scheduled, now, wait, give_up };
+  EpochVerdict consult_controller() noexcept;
+  void give_up(const char* why) noexcept;
 };
 
 struct Controller::Impl {
@@ -149,6 +184,16 @@ struct Controller::Impl {
   uint32_t aers_outstanding = 0;
   bool aer_log_busy = false;
   bool shutting_down = false;  // no AER or log read is submitted once shutdown() began
+  bool rescan_pending = false;  // a Namespace Attribute Changed notice came in
+  // Namespaces replaced by a rescan: kept because callers may still hold their pointers.
+  std::vector<std::unique_ptr<Namespace>> retired_namespaces;
+  // Controller reset (ControllerOpts::controller_recovery), admin thread only.
+  enum class Reset : uint8_t { none, waiting, gave_up };
+  Reset reset = Reset::none;
+  ControllerEpoch epoch;  // what registry->controller says
+  uint64_t reset_retry_at_ns = 0;
+  uint64_t reset_deadline_ns = 0;
+  uint32_t reset_attempts = 0;
 
   ~Impl();
 
@@ -162,8 +207,17 @@ struct Controller::Impl {
   Result<uint64_t> property_get(uint32_t offset, std::string* message);
   Result<void> property_set(uint32_t offset, uint64_t value, std::string* message);
 
-  Result<void> bring_up(std::string* message);
+  // `resetting`: a controller reset's bring-up, which keeps the QID table of the live qpairs.
+  Result<void> bring_up(std::string* message, bool resetting = false);
+  // Reads the active namespace list and each namespace; unchanged Namespace objects stay,
+  // changed and removed ones move to retired_namespaces. On failure nothing changes.
   Result<void> identify_namespaces(std::string* message);
+  void publish_epoch(ControllerEpoch next) noexcept;
+  // The admin queue is gone: controller reset (or, without controller_recovery, lost).
+  void admin_lost(const char* why) noexcept;
+  // Controller reset: one attempt when its time came; returns whether the admin queue is up.
+  bool reset_step() noexcept;
+  void rescan_namespaces() noexcept;
   void submit_aer() noexcept;
   void submit_keep_alive() noexcept;
   Result<std::vector<DiscoveryEntry>> read_discovery_log(std::string* message);

@@ -1,5 +1,6 @@
 // I/O qpairs and the namespace commands. Submission is the data path: no allocation, no lock,
 // no exception; a full queue answers busy.
+#include <cstddef>
 #include <cstring>
 
 #include "common/log.h"
@@ -140,6 +141,17 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
                                " I/O queues of the controller are in use");
       return Unexpected(Errc::busy, "no free I/O queue");
     }
+    // The controller this queue connects to; a reset after this load is seen at the first
+    // process_completions().
+    qpair->controller_seen = ctrl.registry->controller.load(std::memory_order_acquire);
+    const ControllerEpoch epoch = ControllerEpoch::unpack(qpair->controller_seen);
+    if (epoch.link != ControllerLink::live) {
+      ctrl.registry->qid_used[qpair->qid - 1] = false;
+      set_message(message, "controller resetting");
+      return Unexpected(Errc::bad_state, "controller resetting");
+    }
+    qpair->generation = epoch.generation;
+    qpair->cntlid = epoch.cntlid;
     qpair->registry = ctrl.registry;
     ctrl.registry->live.push_back(qpair.get());
     ++ctrl.stats.io_qpairs_allocated;
@@ -158,13 +170,12 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
   queue_opts.port = ctrl.trid.port();
   queue_opts.qid = qpair->qid;
   queue_opts.entries = std::max<uint16_t>(entries, 2);
-  queue_opts.cntlid = ctrl.data.cntlid;
+  queue_opts.cntlid = qpair->cntlid;
   queue_opts.connect_timeout_ms = ctrl.opts.connect_timeout_ms;
   queue_opts.clock = ctrl.host->clock;
   queue_opts.key_policy = to_key_policy(first_policy);
   queue_opts.keep_commands_on_error = true;
   qpair->max_transfer_bytes = ctrl.data.max_transfer_bytes;
-  qpair->cntlid = ctrl.data.cntlid;
   qpair->subnqn = ctrl.trid.subnqn;
   qpair->reconnect_delay_ms = ctrl.opts.reconnect_delay_ms;
   qpair->ctrl_loss_timeout_ms = ctrl.opts.ctrl_loss_timeout_ms;
@@ -189,7 +200,7 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
   qpair->queue = std::move(*queue);
   auto up = wait_connected(*ctrl.host, *qpair->queue, ctrl.trid, message);
   if (!up) return Unexpected(up.error());
-  auto connected_cqe = ctrl.fabrics_connect(*qpair->queue, qpair->connect_data, ctrl.data.cntlid,
+  auto connected_cqe = ctrl.fabrics_connect(*qpair->queue, qpair->connect_data, qpair->cntlid,
                                             message);
   if (!connected_cqe) return Unexpected(connected_cqe.error());
   const uint32_t in_capsule = std::min(ctrl.opts.in_capsule_data_bytes,
@@ -210,6 +221,8 @@ int IoQpair::process_completions(uint32_t max_completions) noexcept {
   IoQpair::Impl& q = *impl_;
   const uint32_t request = q.registry->memreg_request.load(std::memory_order_acquire);
   if (request != q.memreg_request_taken) q.take_memreg_request(request);
+  const uint64_t controller = q.registry->controller.load(std::memory_order_acquire);
+  if (controller != q.controller_seen) q.take_controller_epoch(controller);
   int ran = q.queue->poll(max_completions);
   if (q.queue->state() != HostQueueState::connected || q.recovery != Impl::Recovery::none) {
     ran += q.recover();
@@ -331,14 +344,19 @@ void reconnect_connect_done(HostCommand& command, const spec::Cqe& cqe) {
 
 }  // namespace
 
+void IoQpair::Impl::give_up(const char* why) noexcept {
+  NVMF_ERRLOG(host_io, "%s: queue %u: %s: giving up, %u commands fail", subnqn.c_str(), qid, why,
+              queue->pending_retry());
+  recovery = Recovery::gave_up;
+  queue->abort_pending();
+}
+
 void IoQpair::Impl::schedule_retry(const char* why) noexcept {
   const uint64_t now = host->now_ns();
   if (now >= loss_deadline_ns) {
-    NVMF_ERRLOG(host_io, "%s: queue %u: %s; controller loss timeout (%u ms) reached: giving up, "
-                "%u commands fail", subnqn.c_str(), qid, why, ctrl_loss_timeout_ms,
-                queue->pending_retry());
-    recovery = Recovery::gave_up;
-    queue->abort_pending();
+    NVMF_ERRLOG(host_io, "%s: queue %u: %s; controller loss timeout (%u ms) reached",
+                subnqn.c_str(), qid, why, ctrl_loss_timeout_ms);
+    give_up("controller loss timeout");
     return;
   }
   NVMF_NOTICELOG(host_io, "%s: queue %u: %s; reconnecting in %.3g seconds", subnqn.c_str(), qid,
@@ -368,7 +386,15 @@ int IoQpair::Impl::recover() noexcept {
         schedule_retry("still disconnected");
         break;
       }
-      if (now < retry_at_ns) break;
+      const EpochVerdict verdict = consult_controller();
+      if (verdict == EpochVerdict::give_up) {
+        give_up("the controller was given up");
+        break;
+      }
+      if (verdict == EpochVerdict::wait || (verdict == EpochVerdict::as_scheduled &&
+                                            now < retry_at_ns)) {
+        break;
+      }
       ++attempts;
       auto started = queue->reconnect(cntlid);
       if (!started) {
@@ -430,6 +456,35 @@ int IoQpair::Impl::recover() noexcept {
   // Callbacks run here when commands were given up on.
   const int after = static_cast<int>(queue->outstanding());
   return before > after ? before - after : 0;
+}
+
+void IoQpair::Impl::take_controller_epoch(uint64_t word) noexcept {
+  controller_seen = word;
+  const ControllerEpoch epoch = ControllerEpoch::unpack(word);
+  if (epoch.generation == generation) return;  // given up: recover() decides when it waits
+  if (queue->state() == HostQueueState::connected && !queue->in_error() &&
+      recovery == Recovery::none) {
+    NVMF_NOTICELOG(host_io, "%s: queue %u: the controller is resetting: resetting the queue",
+                   subnqn.c_str(), qid);
+    queue->fail_connection("controller reset");  // recover(): waits for the new controller
+  }
+}
+
+IoQpair::Impl::EpochVerdict IoQpair::Impl::consult_controller() noexcept {
+  const ControllerEpoch epoch =
+      ControllerEpoch::unpack(registry->controller.load(std::memory_order_acquire));
+  switch (epoch.link) {
+    case ControllerLink::lost: return EpochVerdict::give_up;
+    case ControllerLink::resetting: return EpochVerdict::wait;
+    case ControllerLink::live: break;
+  }
+  if (epoch.generation == generation) return EpochVerdict::as_scheduled;
+  // A new controller is up (its reset already waited reconnect_delay_ms): connect to it now.
+  generation = epoch.generation;
+  cntlid = epoch.cntlid;
+  std::memcpy(static_cast<uint8_t*>(connect_data) + offsetof(spec::ConnectData, cntlid), &cntlid,
+              sizeof(cntlid));  // the Connect data is the admin Connect's, CNTLID aside
+  return EpochVerdict::now;
 }
 
 // ---------------------------------------------------------------------------------------

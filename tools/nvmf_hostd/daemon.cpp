@@ -257,6 +257,9 @@ Result<Json> Daemon::Impl::connect(ConnectRequest request, std::string* message)
                request.trid.trsvcid + " (" + existing->name + ")";
     return Unexpected(Errc::already_exists, "connected");
   }
+  // The daemon reconnects a lost controller itself (begin_reconnect: new qpairs, the block
+  // devices re-exported), so the library's controller reset stays off.
+  request.opts.controller_recovery = false;
   const size_t reactors = io_group->size();
   const size_t wanted = request.nr_io_queues == 0 ? reactors : request.nr_io_queues;
   request.opts.io_queue_count = static_cast<uint16_t>(std::min(wanted, reactors));
