@@ -24,11 +24,12 @@
 #  3. Our host: nvmf_perf --verify (4 KiB 50/50 random, --reconnect-delay-ms 500,
 #     --ctrl-loss-timeout-ms 30000) with nvmf_tgt killed by SIGKILL mid-run and restarted. The
 #     host must reconnect and end with exit 0, zero errors and verify failures and a balanced
-#     account (`account: submitted=S completed=C failed=F inflight=0 ... ok`). Until the host
-#     library recovers a lost admin queue (a controller reset: issue 14), it cannot reconnect
-#     to a restarted target (its I/O queues' Connect names a controller the new process never
-#     had): then, as long as HOST_RECOVERS_CONTROLLER=0 below, the step says KNOWN GAP and
-#     checks what it can: the run ends, no verify failure, the account balances.
+#     account (`account: submitted=S completed=C failed=F inflight=0 ... ok`): the library's
+#     controller reset (ControllerOpts::controller_recovery) connects a new admin queue to the
+#     restarted target and its I/O queues follow to the new controller ID. With
+#     HOST_RECOVERS_CONTROLLER=0 below (a build without the reset) a lost controller is reported
+#     as KNOWN GAP and the step checks what it can: the run ends, no verify failure, the account
+#     balances.
 # Throughout: nvmf_tgt logs no error, and the kernel itself no trouble (kmsg_kernel_clean: the
 # nvme host's reconnect and I/O-error lines are expected here); in step 3, where the kernel's
 # nvme host has no part, not even those (kmsg_check).
@@ -49,9 +50,9 @@ for tool in nvme fio python3; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs it)"
 done
 
-# Set to 1 once libnvmf_host recovers a lost admin queue (reconnects the whole controller):
-# from then on step 3's controller loss is a failure, not a known gap.
-readonly HOST_RECOVERS_CONTROLLER=0
+# libnvmf_host resets a controller whose admin queue it lost: step 3's controller loss is a
+# failure, not a known gap.
+readonly HOST_RECOVERS_CONTROLLER=1
 
 here="$(dirname "$0")"
 # shellcheck source=../../tools/check.sh
