@@ -1,8 +1,10 @@
 // libnvmf_host against the in-process target, queues: several I/O qpairs of one controller
 // spread over both target reactors, a full queue answering busy, and disconnects (of one
-// qpair, of the whole controller) with commands outstanding: every callback runs exactly once.
+// qpair, of the whole controller) with commands outstanding: every callback runs exactly once;
+// and 64 queues connected in a row well inside the keep-alive timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "host_fixture.h"
+#include "log_capture.h"
 
 namespace nvmf::e2e {
 namespace {
@@ -449,6 +452,100 @@ TEST_F(HostQueuesTest, ControllerDestroyedWithItsQpairsFreedFirstIsClean) {
   // And the host connects again.
   auto again = connect(kNqn512);
   ASSERT_NE(again, nullptr);
+}
+
+// Issue 14: connecting 64 I/O queues one after the other finishes well inside the keep-alive
+// timeout (users of SPDK and the kernel saw controllers expire while they connected many
+// queues). While alloc_io_qpair() blocks, the admin queue is not polled, so no Keep Alive goes
+// out; and this target restarts its keep-alive timer on Keep Alive only (no Traffic Based Keep
+// Alive). So the only defence is that the whole series is quick. Time in the fixture moves only
+// when a test moves it: here every idle() round of a blocking call costs kRoundCostMs of fake
+// time, far more than a real polling round (microseconds), so that a series of connects that
+// spun many rounds would show up as fake time against KATO. The 64 connects take about 224
+// rounds (3.5 each); at 50 ms a round the target expires the controller near queue 58.
+TEST_F(HostQueuesTest, SixtyFourQueuesConnectWellInsideTheKeepAliveTimeout) {
+  constexpr uint16_t kQueues = 64;
+  constexpr uint32_t kKatoMs = 10000;  // ControllerOpts' default
+  constexpr uint64_t kRoundCostMs = 1;
+  constexpr uint32_t kIoBytes = 4096;
+  ASSERT_GE(target_->opts().max_qpairs_per_ctrlr, uint32_t{kQueues} + 1)
+      << "the target must grant 64 I/O queues besides the admin queue";
+  host::ControllerOpts opts = controller_opts(kQueues);
+  opts.keep_alive_timeout_ms = kKatoMs;
+  auto controller = connect(kNqn512, opts);
+  ASSERT_NE(controller, nullptr);
+  ASSERT_EQ(controller->data().io_queues_granted, kQueues);
+  host::Namespace* ns = controller->ns(1);
+  ASSERT_NE(ns, nullptr);
+  test::LogCapture log;  // the target's "keep-alive timeout" line, if it expired the controller
+
+  // The target's keep-alive timer runs from the admin Connect, just now.
+  const uint64_t start_ns = harness_.clock().now_ns();
+  const uint64_t rounds_before = idle_rounds_;
+  idle_clock_step_ms_ = kRoundCostMs;
+  std::vector<std::unique_ptr<host::IoQpair>> qpairs;
+  for (uint16_t i = 0; i < kQueues; ++i) {
+    qpairs.push_back(alloc_qpair(*controller));
+    ASSERT_NE(qpairs.back(), nullptr) << "queue " << i;
+    ASSERT_TRUE(qpairs.back()->connected()) << "queue " << i;
+    EXPECT_EQ(qpairs.back()->qid(), i + 1);
+  }
+  idle_clock_step_ms_ = 0;
+  const uint64_t connect_ms = (harness_.clock().now_ns() - start_ns) / (1000 * 1000);
+  const uint64_t rounds = idle_rounds_ - rounds_before;
+  RecordProperty("connect_ms", static_cast<int>(connect_ms));
+  RecordProperty("idle_rounds", static_cast<int>(rounds));
+  // Well inside: before even the first Keep Alive is due (KATO/2), since none can go out
+  // meanwhile.
+  EXPECT_LT(connect_ms, kKatoMs / 2) << rounds << " idle rounds for " << kQueues << " connects";
+  EXPECT_EQ(controller->stats().keep_alives_sent, 0u)
+      << "the admin queue was polled during the connects: revisit this test's premise";
+  EXPECT_EQ(controller->stats().io_qpairs_allocated, kQueues);
+  EXPECT_TRUE(controller->connected());
+  EXPECT_FALSE(log.contains("keep-alive timeout")) << "the target expired the controller";
+  EXPECT_EQ(transport_->connection_count(), size_t{kQueues} + 1) << "admin + 64 I/O connections";
+  // The target agrees: one controller, with its admin queue and all 64 I/O queues.
+  const std::vector<target::SubsystemInfo> subsystems = target_->subsystems_info();
+  const auto subsystem =
+      std::find_if(subsystems.begin(), subsystems.end(),
+                   [](const target::SubsystemInfo& info) { return info.nqn == kNqn512; });
+  ASSERT_NE(subsystem, subsystems.end());
+  ASSERT_EQ(subsystem->controllers.size(), 1u) << "the target expired the controller";
+  EXPECT_EQ(subsystem->controllers[0].cntlid, controller->data().cntlid);
+  EXPECT_EQ(subsystem->controllers[0].qpairs.size(), size_t{kQueues} + 1);
+
+  // Keep-alive goes on from here: two KATOs of admin polling, a Keep Alive each KATO/2, each
+  // answered (the library sends no second one while one waits), both ends still connected.
+  constexpr uint64_t kStepMs = 100;
+  for (uint64_t elapsed_ms = 0; elapsed_ms < 2 * kKatoMs; elapsed_ms += kStepMs) {
+    harness_.clock().advance_ms(kStepMs);
+    controller->process_admin_completions();
+    for (int i = 0; i < 4; ++i) harness_.poll_round();
+  }
+  EXPECT_GE(controller->stats().keep_alives_sent, 3u);
+  EXPECT_TRUE(controller->connected());
+  EXPECT_FALSE(log.contains("keep-alive timeout")) << "the target expired the controller";
+  EXPECT_EQ(target_->controller_count(kNqn512), 1u);
+
+  // One verified 4 KiB write and read on every queue, each at its own LBA.
+  const uint32_t blocks = kIoBytes / ns->block_size();
+  DmaBuffer out(*host_, kIoBytes);
+  DmaBuffer in(*host_, kIoBytes);
+  ASSERT_TRUE(out && in);
+  for (uint16_t q = 0; q < kQueues; ++q) {
+    host::IoQpair& qpair = *qpairs[q];
+    const uint64_t lba = uint64_t{q} * blocks;
+    SCOPED_TRACE(::testing::Message() << "queue " << qpair.qid());
+    fill_pattern(out.data(), kIoBytes, q);
+    std::memset(in.data(), 0, kIoBytes);
+    ASSERT_TRUE(run_io(qpair, [&](IoCallback cb, void* ctx) {
+      return ns->write(qpair, out.data(), lba, blocks, cb, ctx);
+    }));
+    ASSERT_TRUE(run_io(qpair, [&](IoCallback cb, void* ctx) {
+      return ns->read(qpair, in.data(), lba, blocks, cb, ctx);
+    }));
+    EXPECT_TRUE(has_pattern(in.data(), kIoBytes, q));
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // where an Abort can reach it.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
 #include "bdev/delay_bdev.h"
@@ -72,6 +73,24 @@ class HostTimeoutTest : public HostFixture {
     return controller;
   }
 
+  // What every test starts from: a controller (connect_timeout_controller), one I/O qpair and
+  // namespace `nsid`. Members in this order, so that the qpair goes before its controller.
+  struct TimeoutQueue {
+    std::unique_ptr<host::Controller> controller;
+    std::unique_ptr<host::IoQpair> qpair;
+    host::Namespace* ns = nullptr;  // nullptr when a step failed (the failure is recorded)
+  };
+  TimeoutQueue open_queue(const host::ControllerOpts& opts, uint32_t nsid) {
+    TimeoutQueue queue;
+    queue.controller = connect_timeout_controller(opts);
+    if (queue.controller == nullptr) return queue;  // connect() recorded why
+    queue.qpair = alloc_qpair(*queue.controller);
+    if (queue.qpair == nullptr) return queue;  // alloc_qpair() recorded why
+    queue.ns = queue.controller->ns(nsid);
+    if (queue.ns == nullptr) ADD_FAILURE() << "namespace " << nsid << " is not active";
+    return queue;
+  }
+
   uint64_t now_ms() { return harness_.clock().now_ns() / (1000 * 1000); }
 
   // One round at the current time: the admin thread's poll (it sends the Aborts), the qpair's,
@@ -124,11 +143,7 @@ class HostTimeoutTest : public HostFixture {
 // cannot free a command inside a bdev and says so); the stall ends and the read completes
 // once, successfully, with no reset.
 TEST_F(HostTimeoutTest, AbortAtTheIoTimeoutThenTheTargetCompletesTheCommand) {
-  auto controller = connect_timeout_controller(timeout_opts());
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller);
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(kStalledNsid);
+  auto [controller, qpair, ns] = open_queue(timeout_opts(), kStalledNsid);
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 4096);
   ASSERT_TRUE(buffer);
@@ -170,11 +185,7 @@ TEST_F(HostTimeoutTest, AbortAtTheIoTimeoutThenTheTargetCompletesTheCommand) {
 // io_timeout later, not sooner; the first is resent after the reconnect and succeeds. Each
 // callback runs once.
 TEST_F(HostTimeoutTest, AStuckCommandResetsItsQueueOneTimeoutAfterItsAbort) {
-  auto controller = connect_timeout_controller(timeout_opts());
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller);
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(kStalledNsid);
+  auto [controller, qpair, ns] = open_queue(timeout_opts(), kStalledNsid);
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 2 * 4096);
   ASSERT_TRUE(buffer);
@@ -230,11 +241,7 @@ TEST_F(HostTimeoutTest, AStuckCommandResetsItsQueueOneTimeoutAfterItsAbort) {
 TEST_F(HostTimeoutTest, ZeroIoTimeoutNeverAborts) {
   host::ControllerOpts opts = timeout_opts();
   opts.io_timeout_ms = 0;
-  auto controller = connect_timeout_controller(opts);
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller);
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(kStalledNsid);
+  auto [controller, qpair, ns] = open_queue(opts, kStalledNsid);
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 4096);
   ASSERT_TRUE(buffer);
@@ -262,11 +269,7 @@ TEST_F(HostTimeoutTest, ZeroIoTimeoutNeverAborts) {
 TEST_F(HostTimeoutTest, FastIoFailFailsHeldIoWithHostPathErrorBeforeTheLossTimeout) {
   host::ControllerOpts opts = timeout_opts();
   opts.fast_io_fail_timeout_ms = kFastIoFailMs;
-  auto controller = connect_timeout_controller(opts);
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller);
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
+  auto [controller, qpair, ns] = open_queue(opts, 1);
   ASSERT_NE(ns, nullptr);
   constexpr uint32_t kReads = 8;
   DmaBuffer buffer(*host_, 4096 * kReads);
@@ -315,11 +318,7 @@ TEST_F(HostTimeoutTest, FastIoFailFailsHeldIoWithHostPathErrorBeforeTheLossTimeo
 TEST_F(HostTimeoutTest, FastIoFailZeroFailsAtOnceAndTheReconnectedQueueTakesIoAgain) {
   host::ControllerOpts opts = timeout_opts();
   opts.fast_io_fail_timeout_ms = 0;
-  auto controller = connect_timeout_controller(opts);
-  ASSERT_NE(controller, nullptr);
-  auto qpair = alloc_qpair(*controller);
-  ASSERT_NE(qpair, nullptr);
-  host::Namespace* ns = controller->ns(1);
+  auto [controller, qpair, ns] = open_queue(opts, 1);
   ASSERT_NE(ns, nullptr);
   constexpr uint32_t kReads = 4;
   DmaBuffer buffer(*host_, 4096 * kReads);

@@ -142,6 +142,12 @@ Settings base_settings(Workload workload, uint32_t read_percent, uint32_t queue_
   return s;
 }
 
+// The --verify runs' fixture: randrw 50 % at -q 4 over 16 units, so that reads hit units
+// written earlier in the run often.
+struct VerifyFixture : Fixture {
+  VerifyFixture() : Fixture(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize) {}
+};
+
 void expect_all_idle(WorkerCore& core) {
   for (const Task& task : core.tasks()) EXPECT_EQ(task.state, TaskState::idle);
   EXPECT_EQ(core.in_flight(), 0u);
@@ -250,7 +256,7 @@ TEST(PerfWorkerCore, DrainTimeoutAbandonsTheOutstandingIos) {
 
 // A failed completion is an error, not an I/O: it adds nothing to IOPS, bytes or latency.
 TEST(PerfWorkerCore, FailedCompletionsCountAsErrorsOnly) {
-  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  VerifyFixture f;
   ASSERT_EQ(f.set_up(), "");
   f.path.fail_writes = true;
   f.run_for(100 * 1000);
@@ -279,8 +285,7 @@ TEST(PerfWorkerCore, StopRequestEndsTheRunEarly) {
 }
 
 TEST(PerfWorkerCore, VerifiedDataRoundTrips) {
-  // 16 units, q 4: reads hit written units often.
-  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  VerifyFixture f;
   ASSERT_EQ(f.set_up(), "");
   f.run_for(200 * 1000);
   const ResultRow row = f.row();
@@ -291,7 +296,7 @@ TEST(PerfWorkerCore, VerifiedDataRoundTrips) {
 }
 
 TEST(PerfWorkerCore, VerifyCatchesACorruptRead) {
-  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  VerifyFixture f;
   ASSERT_EQ(f.set_up(), "");
   f.path.corrupt_reads_from_poll = 50;  // most units are written by then
   f.run_for(100 * 1000);
@@ -300,7 +305,7 @@ TEST(PerfWorkerCore, VerifyCatchesACorruptRead) {
 }
 
 TEST(PerfWorkerCore, FailedWritesMayLeaveOldOrNewData) {
-  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  VerifyFixture f;
   ASSERT_EQ(f.set_up(), "");
   // Once most units were acknowledged, half of each write lands for a while and the status
   // says error; then writes succeed again.
@@ -316,7 +321,7 @@ TEST(PerfWorkerCore, FailedWritesMayLeaveOldOrNewData) {
 }
 
 TEST(PerfWorkerCore, AFailedWriteDoesNotExcuseGarbage) {
-  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  VerifyFixture f;
   ASSERT_EQ(f.set_up(), "");
   f.path.fail_writes = true;
   f.path.failed_writes_land_garbage = true;  // neither the old data nor the new
@@ -328,7 +333,7 @@ TEST(PerfWorkerCore, AFailedWriteDoesNotExcuseGarbage) {
 // Every I/O handed to the queue ends completed or failed (refused ones included), and the
 // account says so; what is still in flight is counted as such.
 TEST(PerfWorkerCore, TheAccountBalances) {
-  Fixture f(base_settings(Workload::randrw, 50, 4, true), 16 * kIoSize);
+  VerifyFixture f;
   ASSERT_EQ(f.set_up(), "");
   f.path.answers = {SubmitOutcome::refused, SubmitOutcome::busy, SubmitOutcome::submitted,
                     SubmitOutcome::refused};
