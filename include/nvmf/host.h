@@ -128,8 +128,10 @@ struct ControllerOpts {
   // process_admin_completions(); one log line, IoQpairStats::timeouts and aborts_sent). If the
   // target aborts it, it completes with Command Abort Requested (the caller may resend it). If
   // it has not completed one more io_timeout_ms later, or the Abort failed (refused, no admin
-  // queue, more than 64 Aborts waiting), the qpair goes to error recovery as after a QP error
-  // ("I/O timeout": reconnect, resend what was in flight). The owner's process_completions()
+  // queue, more than 64 Aborts waiting), the controller is reset as after a lost admin queue
+  // (controller_recovery: every queue reconnects to the new controller and resends what it
+  // held; the kernel host's error recovery), or without controller_recovery that qpair alone
+  // goes to error recovery as after a QP error ("I/O timeout": reconnect, resend). The owner's process_completions()
   // checks at most every min(1 s, io_timeout_ms / 8), starting a command's timer at the first
   // check after its submit: a command times out between io_timeout_ms and io_timeout_ms + 2
   // check intervals after it was submitted, never earlier.
@@ -295,6 +297,9 @@ class Controller {
   // controller's granted I/O queues are all in use. May run on any thread, concurrently with
   // the admin thread's process_admin_completions() and with other threads' alloc_io_qpair()
   // and IoQpair destruction (a mutex guards the queue registry); not with disconnect().
+  // Called on the admin thread, it keeps the controller's keep-alive going while it blocks
+  // (polls the admin queue, sends a Keep Alive when due), so that connecting many queues does
+  // not outlast KATO; on another thread the admin thread's own polling does that.
   Result<std::unique_ptr<IoQpair>> alloc_io_qpair(const IoQpairOpts& opts = {},
                                                   std::string* message = nullptr);
 

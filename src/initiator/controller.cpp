@@ -2,6 +2,7 @@
 // it is control path: blocking calls poll their queue and the host's idle hook.
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "common/log.h"
 #include "initiator/host_internal.h"
@@ -60,7 +61,7 @@ void set_message(std::string* message, const std::string& text) {
 }
 
 Result<void> wait_connected(Host::Impl& host, HostQueue& queue, const TransportId& trid,
-                            std::string* message) {
+                            std::string* message, Controller::Impl* keep_alive) {
   for (;;) {
     const HostQueueState state = queue.progress_connect();
     if (state == HostQueueState::connected) return {};
@@ -71,6 +72,7 @@ Result<void> wait_connected(Host::Impl& host, HostQueue& queue, const TransportI
       return Unexpected(failure.code, failure.reason);
     }
     host.idle();
+    if (keep_alive != nullptr) keep_alive->keep_alive_while_connecting();
   }
 }
 
@@ -141,7 +143,10 @@ Result<std::unique_ptr<Controller::Impl>> start_controller(Host::Impl& host,
     set_message(message, "cannot allocate DMA memory for admin commands");
     return Unexpected(Errc::no_memory, "admin buffers");
   }
+  ctrl->admin_thread = std::this_thread::get_id();
+  ctrl->bringing_up = true;
   auto made = ctrl->bring_up(message);
+  ctrl->bringing_up = false;
   if (!made) return Unexpected(made.error());
   return ctrl;
 }
@@ -228,7 +233,12 @@ Result<spec::Cqe> Controller::Impl::execute(spec::Sqe sqe, DataDirection directi
       NVMF_ERRLOG(host, "%s: admin command %02xh timed out after %u ms; disconnecting",
                   trid.subnqn.c_str(), sqe.opcode, opts.admin_timeout_ms);
       admin->disconnect();  // aborts the command while `waiter` still lives
-      connected = false;
+      // Outside a bring-up (whose caller handles its failure) the controller resets.
+      if (!bringing_up && connected) {
+        admin_lost("admin command timed out");
+      } else {
+        connected = false;
+      }
       return Unexpected(Errc::timed_out, "admin command timed out");
     }
     host->idle();
@@ -273,6 +283,7 @@ Result<spec::Cqe> Controller::Impl::fabrics_connect(HostQueue& queue, void* conn
       return Unexpected(Errc::timed_out, "Connect timed out");
     }
     host->idle();
+    if (queue.qid() != 0) keep_alive_while_connecting();
   }
   if (!waiter.done) {
     set_message(message, "queue " + std::to_string(queue.qid()) +
@@ -743,31 +754,51 @@ Namespace* Controller::ns(uint32_t nsid) noexcept {
 int Controller::process_admin_completions() {
   Impl& ctrl = *impl_;
   send_requested_aborts(ctrl);  // I/O timeouts of the qpairs (abort.cpp)
+  if (ctrl.registry->reset_requested.load(std::memory_order_acquire)) {
+    ctrl.registry->reset_requested.store(false, std::memory_order_relaxed);
+    if (ctrl.connected && ctrl.reset == Impl::Reset::none && !ctrl.shutting_down) {
+      if (ctrl.admin) ctrl.admin->fail_connection("controller reset");
+      ctrl.admin_lost("an I/O command timed out");
+      return 0;
+    }
+  }
   if (ctrl.reset == Impl::Reset::waiting && !ctrl.reset_step()) return 0;
   if (!ctrl.admin || ctrl.admin->state() != HostQueueState::connected) {
     if (ctrl.connected) ctrl.admin_lost("admin queue lost");
     return 0;
   }
-  int handled = ctrl.admin->poll();
-  const uint64_t kato_ns = uint64_t{ctrl.opts.keep_alive_timeout_ms} * 1000 * 1000;
-  if (ctrl.keep_alive_outstanding && ctrl.host->now_ns() - ctrl.keep_alive_sent_ns >= kato_ns) {
+  const int handled = ctrl.service_admin_queue();
+  if (ctrl.rescan_pending && !ctrl.shutting_down && ctrl.connected) ctrl.rescan_namespaces();
+  return handled;
+}
+
+int Controller::Impl::service_admin_queue() noexcept {
+  int handled = admin->poll();
+  const uint64_t kato_ns = uint64_t{opts.keep_alive_timeout_ms} * 1000 * 1000;
+  if (keep_alive_outstanding && host->now_ns() - keep_alive_sent_ns >= kato_ns) {
     // No answer within KATO (the kernel host's keep-alive request timeout): the target is gone
     // or stuck; fail the admin queue so that the controller resets (or its owner sees it lost).
     NVMF_ERRLOG(host, "%s: Keep Alive unanswered for %u ms (controller %u): admin queue failed",
-                ctrl.trid.subnqn.c_str(), ctrl.opts.keep_alive_timeout_ms, ctrl.data.cntlid);
-    ctrl.keep_alive_outstanding = false;
-    ctrl.admin->fail_connection("keep-alive timeout");
-    ctrl.admin_lost("keep-alive timeout");
+                trid.subnqn.c_str(), opts.keep_alive_timeout_ms, data.cntlid);
+    keep_alive_outstanding = false;
+    admin->fail_connection("keep-alive timeout");
+    admin_lost("keep-alive timeout");
     return handled;
   }
-  if (ctrl.opts.keep_alive_timeout_ms != 0 && !ctrl.keep_alive_outstanding &&
-      ctrl.host->now_ns() >= ctrl.next_keep_alive_ns) {
-    ctrl.next_keep_alive_ns =
-        ctrl.host->now_ns() + uint64_t{ctrl.opts.keep_alive_timeout_ms} * 1000 * 1000 / 2;
-    ctrl.submit_keep_alive();
+  if (opts.keep_alive_timeout_ms != 0 && !keep_alive_outstanding &&
+      host->now_ns() >= next_keep_alive_ns) {
+    next_keep_alive_ns = host->now_ns() + uint64_t{opts.keep_alive_timeout_ms} * 1000 * 1000 / 2;
+    submit_keep_alive();
   }
-  if (ctrl.rescan_pending && !ctrl.shutting_down) ctrl.rescan_namespaces();
   return handled;
+}
+
+void Controller::Impl::keep_alive_while_connecting() noexcept {
+  if (std::this_thread::get_id() != admin_thread || !connected || !admin ||
+      admin->state() != HostQueueState::connected) {
+    return;
+  }
+  (void)service_admin_queue();
 }
 
 bool Controller::recovering() const noexcept { return impl_->reset == Impl::Reset::waiting; }
@@ -804,7 +835,10 @@ bool Controller::Impl::reset_step() noexcept {
   ++reset_attempts;
   const uint16_t old_cntlid = data.cntlid;
   std::string message;
-  if (bring_up(&message, true)) {
+  bringing_up = true;
+  const bool up = static_cast<bool>(bring_up(&message, true));
+  bringing_up = false;
+  if (up) {
     reset = Reset::none;
     ++stats.resets;
     ++stats.namespace_rescans;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -74,6 +75,9 @@ struct ControllerEpoch {
 struct QpairRegistry {
   // ControllerEpoch::pack(), written by the admin thread (controller.cpp).
   std::atomic<uint64_t> controller{0};
+  // A qpair's timed-out command was not freed by its Abort: the admin thread resets the
+  // controller (ControllerOpts::controller_recovery), as the kernel host's error recovery.
+  std::atomic<bool> reset_requested{false};
   std::atomic<uint64_t> reconnects{0};  // I/O queue reconnects, summed over qpairs
   // Controller::set_memreg_policy(): (request number << 8) | MemregPolicy; 0 = none yet. Each
   // qpair's owner thread compares it with the last it took in process_completions().
@@ -115,6 +119,7 @@ struct IoQpair::Impl {
   uint32_t memreg_request_taken = 0;     // the registry's memreg_request this qpair last took
   uint64_t controller_seen = 0;          // the registry's `controller` word at the last look
   uint32_t generation = 0;               // the controller generation the queue connected to
+  bool controller_recovery = false;      // ControllerOpts::controller_recovery
   bool warned_unsafe = false;            // logged once that a switch chose `unsafe`
   IoQpairStats stats;
   // I/O timeouts (ControllerOpts::io_timeout_ms; HostCommand::timer is each command's).
@@ -194,6 +199,8 @@ struct Controller::Impl {
   uint64_t reset_retry_at_ns = 0;
   uint64_t reset_deadline_ns = 0;
   uint32_t reset_attempts = 0;
+  std::thread::id admin_thread;  // the thread that connected the controller
+  bool bringing_up = false;      // bring_up() runs: its failures are its caller's to handle
 
   ~Impl();
 
@@ -218,6 +225,13 @@ struct Controller::Impl {
   // Controller reset: one attempt when its time came; returns whether the admin queue is up.
   bool reset_step() noexcept;
   void rescan_namespaces() noexcept;
+  // Admin queue poll, keep-alive timeout and Keep Alive due (process_admin_completions()).
+  int service_admin_queue() noexcept;
+  // From an I/O queue's blocking connect (alloc_io_qpair()): on the admin thread, whose
+  // process_admin_completions() cannot run meanwhile, the admin queue is serviced so that a
+  // long series of connects does not outlast KATO at the target (whose keep-alive timer only a
+  // Keep Alive restarts). On any other thread: nothing.
+  void keep_alive_while_connecting() noexcept;
   void submit_aer() noexcept;
   void submit_keep_alive() noexcept;
   Result<std::vector<DiscoveryEntry>> read_discovery_log(std::string* message);
@@ -229,9 +243,12 @@ struct Controller::Impl {
 // qpair, which then resets. With no usable admin queue every request fails at once.
 void send_requested_aborts(Controller::Impl& ctrl) noexcept;
 
-// Connects `queue` (blocking on the host's idle hook) and fills *message on failure.
+// Connects `queue` (blocking on the host's idle hook) and fills *message on failure. With
+// `keep_alive`, an I/O queue's connect on the admin thread keeps that controller's keep-alive
+// going (Controller::Impl::keep_alive_while_connecting).
 Result<void> wait_connected(Host::Impl& host, transport_rdma::HostQueue& queue,
-                            const TransportId& trid, std::string* message);
+                            const TransportId& trid, std::string* message,
+                            Controller::Impl* keep_alive = nullptr);
 
 // "text" into *message when message is not null.
 void set_message(std::string* message, const std::string& text);

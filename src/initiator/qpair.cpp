@@ -177,6 +177,7 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
   queue_opts.keep_commands_on_error = true;
   qpair->max_transfer_bytes = ctrl.data.max_transfer_bytes;
   qpair->subnqn = ctrl.trid.subnqn;
+  qpair->controller_recovery = ctrl.opts.controller_recovery;
   qpair->reconnect_delay_ms = ctrl.opts.reconnect_delay_ms;
   qpair->ctrl_loss_timeout_ms = ctrl.opts.ctrl_loss_timeout_ms;
   qpair->io_timeout_ns = uint64_t{ctrl.opts.io_timeout_ms} * kNsPerMs;
@@ -198,7 +199,7 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
     return Unexpected(queue.error());
   }
   qpair->queue = std::move(*queue);
-  auto up = wait_connected(*ctrl.host, *qpair->queue, ctrl.trid, message);
+  auto up = wait_connected(*ctrl.host, *qpair->queue, ctrl.trid, message, &ctrl);
   if (!up) return Unexpected(up.error());
   auto connected_cqe = ctrl.fabrics_connect(*qpair->queue, qpair->connect_data, qpair->cntlid,
                                             message);
@@ -533,9 +534,13 @@ void IoQpair::Impl::check_timeouts(uint64_t now_ns) noexcept {
     }
   }
   if (reset_why == nullptr) return;
-  NVMF_ERRLOG(host_io, "%s: queue %u: I/O CID %u timed out, %s: resetting the queue",
-              subnqn.c_str(), qid, reset_cid, reset_why);
-  queue->fail_connection("I/O timeout");  // recovery: reconnect, resend (recover())
+  NVMF_ERRLOG(host_io, "%s: queue %u: I/O CID %u timed out, %s: resetting the %s",
+              subnqn.c_str(), qid, reset_cid, reset_why,
+              controller_recovery ? "controller" : "queue");
+  // The queue holds its commands for the resend (recover()): to the controller the admin
+  // thread resets, or, without controller_recovery, to a reconnect of this queue alone.
+  if (controller_recovery) registry->reset_requested.store(true, std::memory_order_release);
+  queue->fail_connection("I/O timeout");
 }
 
 bool IoQpair::Impl::request_abort(uint16_t cid) noexcept {

@@ -1,6 +1,7 @@
 // The per-I/O timeout of an I/O qpair (ControllerOpts::io_timeout_ms: an Abort at the timeout,
-// a reset of the queue one more timeout later) and fast_io_fail (ControllerOpts::
-// fast_io_fail_timeout_ms: held I/O fails with Host Pathing Error while the queue reconnects),
+// a controller reset, or without controller_recovery a reset of the queue, one more timeout
+// later) and fast_io_fail (ControllerOpts::fast_io_fail_timeout_ms: held I/O fails with Host
+// Pathing Error while the queue reconnects),
 // on the fixture's fake clock. The stuck commands sit in a stalled delay bdev (NSID 2 of
 // kNqn512) whose base takes one command at a time, so a second one waits in the target's core,
 // where an Abort can reach it.
@@ -52,6 +53,8 @@ class HostTimeoutTest : public HostFixture {
     HostFixture::TearDown();  // the target (and its channels of the delay bdev) go first
     stalled_.destroy();
   }
+
+  void stuck_command_is_reset_and_resent(bool controller_recovery);
 
   static host::ControllerOpts timeout_opts() {
     host::ControllerOpts opts = controller_opts();
@@ -181,11 +184,13 @@ TEST_F(HostTimeoutTest, AbortAtTheIoTimeoutThenTheTargetCompletesTheCommand) {
 
 // Two reads: the first stuck in the stalled bdev, the second waiting behind it in the target's
 // core. Both time out together; the Abort frees the second (Command Abort Requested, so its
-// SQID and CID reached the target right), not the first, whose queue is reset one more
-// io_timeout later, not sooner; the first is resent after the reconnect and succeeds. Each
-// callback runs once.
-TEST_F(HostTimeoutTest, AStuckCommandResetsItsQueueOneTimeoutAfterItsAbort) {
-  auto [controller, qpair, ns] = open_queue(timeout_opts(), kStalledNsid);
+// SQID and CID reached the target right), not the first, which is reset one more io_timeout
+// later, not sooner (the controller, or with controller_recovery off its queue alone); the
+// first is resent after the reconnect and succeeds. Each callback runs once.
+void HostTimeoutTest::stuck_command_is_reset_and_resent(bool controller_recovery) {
+  host::ControllerOpts opts = timeout_opts();
+  opts.controller_recovery = controller_recovery;
+  auto [controller, qpair, ns] = open_queue(opts, kStalledNsid);
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 2 * 4096);
   ASSERT_TRUE(buffer);
@@ -232,9 +237,19 @@ TEST_F(HostTimeoutTest, AStuckCommandResetsItsQueueOneTimeoutAfterItsAbort) {
   EXPECT_EQ(stats.resubmitted, 1u);
   EXPECT_EQ(stats.timeouts, 2u);
   EXPECT_TRUE(qpair->connected());
+  EXPECT_EQ(controller->stats().resets, controller_recovery ? 1u : 0u);
+  EXPECT_TRUE(controller->connected());
   ASSERT_TRUE(run_io(*qpair, [&](host::IoCallback cb, void* ctx) {
     return ns->read(*qpair, buffer.data() + 4096, 8, 8, cb, ctx);
   }));
+}
+
+TEST_F(HostTimeoutTest, AStuckCommandResetsTheControllerOneTimeoutAfterItsAbort) {
+  stuck_command_is_reset_and_resent(true);
+}
+
+TEST_F(HostTimeoutTest, WithoutControllerRecoveryAStuckCommandResetsItsQueueAlone) {
+  stuck_command_is_reset_and_resent(false);
 }
 
 // io_timeout_ms = 0: a command may take as long as it takes.
