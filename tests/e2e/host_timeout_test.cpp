@@ -78,6 +78,8 @@ class HostTimeoutTest : public HostFixture {
 
   // What every test starts from: a controller (connect_timeout_controller), one I/O qpair and
   // namespace `nsid`. Members in this order, so that the qpair goes before its controller.
+  // Tests take named references to the members, not a structured binding: clang 14-16 cannot
+  // capture a binding in a lambda (the ASan+UBSan tier builds with clang).
   struct TimeoutQueue {
     std::unique_ptr<host::Controller> controller;
     std::unique_ptr<host::IoQpair> qpair;
@@ -146,7 +148,10 @@ class HostTimeoutTest : public HostFixture {
 // cannot free a command inside a bdev and says so); the stall ends and the read completes
 // once, successfully, with no reset.
 TEST_F(HostTimeoutTest, AbortAtTheIoTimeoutThenTheTargetCompletesTheCommand) {
-  auto [controller, qpair, ns] = open_queue(timeout_opts(), kStalledNsid);
+  TimeoutQueue queue = open_queue(timeout_opts(), kStalledNsid);
+  auto& controller = queue.controller;
+  auto& qpair = queue.qpair;
+  host::Namespace* ns = queue.ns;
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 4096);
   ASSERT_TRUE(buffer);
@@ -190,7 +195,10 @@ TEST_F(HostTimeoutTest, AbortAtTheIoTimeoutThenTheTargetCompletesTheCommand) {
 void HostTimeoutTest::stuck_command_is_reset_and_resent(bool controller_recovery) {
   host::ControllerOpts opts = timeout_opts();
   opts.controller_recovery = controller_recovery;
-  auto [controller, qpair, ns] = open_queue(opts, kStalledNsid);
+  TimeoutQueue queue = open_queue(opts, kStalledNsid);
+  auto& controller = queue.controller;
+  auto& qpair = queue.qpair;
+  host::Namespace* ns = queue.ns;
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 2 * 4096);
   ASSERT_TRUE(buffer);
@@ -256,7 +264,10 @@ TEST_F(HostTimeoutTest, WithoutControllerRecoveryAStuckCommandResetsItsQueueAlon
 TEST_F(HostTimeoutTest, ZeroIoTimeoutNeverAborts) {
   host::ControllerOpts opts = timeout_opts();
   opts.io_timeout_ms = 0;
-  auto [controller, qpair, ns] = open_queue(opts, kStalledNsid);
+  TimeoutQueue queue = open_queue(opts, kStalledNsid);
+  auto& controller = queue.controller;
+  auto& qpair = queue.qpair;
+  host::Namespace* ns = queue.ns;
   ASSERT_NE(ns, nullptr);
   DmaBuffer buffer(*host_, 4096);
   ASSERT_TRUE(buffer);
@@ -284,7 +295,10 @@ TEST_F(HostTimeoutTest, ZeroIoTimeoutNeverAborts) {
 TEST_F(HostTimeoutTest, FastIoFailFailsHeldIoWithHostPathErrorBeforeTheLossTimeout) {
   host::ControllerOpts opts = timeout_opts();
   opts.fast_io_fail_timeout_ms = kFastIoFailMs;
-  auto [controller, qpair, ns] = open_queue(opts, 1);
+  TimeoutQueue queue = open_queue(opts, 1);
+  auto& controller = queue.controller;
+  auto& qpair = queue.qpair;
+  host::Namespace* ns = queue.ns;
   ASSERT_NE(ns, nullptr);
   constexpr uint32_t kReads = 8;
   DmaBuffer buffer(*host_, 4096 * kReads);
@@ -333,7 +347,10 @@ TEST_F(HostTimeoutTest, FastIoFailFailsHeldIoWithHostPathErrorBeforeTheLossTimeo
 TEST_F(HostTimeoutTest, FastIoFailZeroFailsAtOnceAndTheReconnectedQueueTakesIoAgain) {
   host::ControllerOpts opts = timeout_opts();
   opts.fast_io_fail_timeout_ms = 0;
-  auto [controller, qpair, ns] = open_queue(opts, 1);
+  TimeoutQueue queue = open_queue(opts, 1);
+  auto& controller = queue.controller;
+  auto& qpair = queue.qpair;
+  host::Namespace* ns = queue.ns;
   ASSERT_NE(ns, nullptr);
   constexpr uint32_t kReads = 4;
   DmaBuffer buffer(*host_, 4096 * kReads);
