@@ -52,12 +52,7 @@ std::string all_lines(const test::LogCapture& log) {
 
 class HostAsyncEventsTest : public HostFixture {
  protected:
-  static host::ControllerOpts recovery_opts() {
-    host::ControllerOpts opts = controller_opts(2);
-    opts.reconnect_delay_ms = 200;
-    opts.ctrl_loss_timeout_ms = 5000;
-    return opts;
-  }
+  static host::ControllerOpts recovery_opts() { return HostFixture::recovery_opts(2); }
 
   // A new I/O qpair and the QP numbers its connection got on the target and on the host.
   struct Queue {

@@ -297,6 +297,15 @@ class HostFixture : public ::testing::Test {
     return opts;
   }
 
+  // controller_opts() with error recovery on fake-time scale: reconnect after 200 ms, give up
+  // after `ctrl_loss_ms`.
+  static host::ControllerOpts recovery_opts(uint16_t io_queues = 1, uint32_t ctrl_loss_ms = 5000) {
+    host::ControllerOpts opts = controller_opts(io_queues);
+    opts.reconnect_delay_ms = 200;
+    opts.ctrl_loss_timeout_ms = ctrl_loss_ms;
+    return opts;
+  }
+
   // Connects or records a failure (with the library's message) and returns nullptr.
   std::unique_ptr<host::Controller> connect(const char* subnqn,
                                             const host::ControllerOpts& opts = controller_opts()) {

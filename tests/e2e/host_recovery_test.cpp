@@ -16,13 +16,6 @@ constexpr uint32_t kCommands = 32;
 
 class HostRecoveryTest : public HostFixture {
  protected:
-  static host::ControllerOpts recovery_opts() {
-    host::ControllerOpts opts = controller_opts();
-    opts.reconnect_delay_ms = 200;
-    opts.ctrl_loss_timeout_ms = 5000;
-    return opts;
-  }
-
   // Rounds with the fake clock moving `step_ms` per round, until done() or max_rounds.
   template <typename Done>
   bool run_with_time(host::IoQpair& qpair, Done done, uint64_t step_ms, int max_rounds = 20000) {

@@ -23,12 +23,7 @@ constexpr size_t kIoBytes = size_t{kBlocksPerIo} * kBlock;
 
 class HostResetTest : public HostFixture {
  protected:
-  static host::ControllerOpts reset_opts() {
-    host::ControllerOpts opts = controller_opts(2);
-    opts.reconnect_delay_ms = 200;
-    opts.ctrl_loss_timeout_ms = 3000;
-    return opts;
-  }
+  static host::ControllerOpts reset_opts() { return recovery_opts(2, 3000); }
 
   // Connects kNqn512 and one I/O qpair; remembers the admin queue's QP number on the host.
   void open(const host::ControllerOpts& opts = reset_opts()) {
