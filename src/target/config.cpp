@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "common/util.h"
 #include "spec/string_field.h"
@@ -923,9 +924,16 @@ Result<bdev::Bdev*> build_bdev(const BdevConfig& config, bdev::BdevRegistry& reg
   if (config.kind == BdevKind::nvme) {
     // Hot removal of the device takes its namespaces away from hosts (with an event), and
     // those of the delay or error bdevs stacked on it (a base backs no namespace itself).
+    // This runs on the device's recovery thread. The chain is read before any namespace goes:
+    // once the top bdev's namespace is gone its owner may destroy it (ThreadSanitizer caught
+    // the walk reading claimed_by() of an error bdev the main thread was deleting).
     (*made)->set_removed_callback(
         [](void* ctx, bdev::Bdev& gone) {
+          std::vector<const bdev::Bdev*> chain;  // setup-path: a hot removal, not I/O
           for (const bdev::Bdev* bdev = &gone; bdev != nullptr; bdev = bdev->claimed_by()) {
+            chain.push_back(bdev);
+          }
+          for (const bdev::Bdev* bdev : chain) {
             static_cast<Target*>(ctx)->remove_namespaces_of(*bdev);
           }
         },
