@@ -5,7 +5,7 @@
 #   NVMF_SANITIZE  e.g. address,undefined: the main build itself with sanitizers
 #   NVMF_CI_SANITIZERS  0 leaves out the sanitizer tiers below (default 1)
 #   NVMF_FUZZ_SECONDS   seconds each fuzz target runs in the sanitizer tier (default 20)
-#   NVMF_CI_TSAN        1 adds the ThreadSanitizer tier (default 0 for now)
+#   NVMF_CI_TSAN        0 leaves out the ThreadSanitizer tier (default 1; it runs after ASan+UBSan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,11 +79,37 @@ asan_tier() {
     -j "$(nproc)" --timeout 900
 }
 
+# ThreadSanitizer over the binaries whose tests run threads, each binary whole (ctest would
+# also list the binaries not built here), two at a time; a binary's log stays in
+# build-tsan/tsan-logs/ and its tail is printed when it fails.
+TSAN_BINARIES=(reactor_unit_tests env_unit_tests rpc_unit_tests verbs_sim_unit_tests
+               target_unit_tests bdev_unit_tests nbd_unit_tests target_threads_e2e_tests
+               host_e2e_tests nvmf_hostd_e2e_tests)
+tsan_tier() {
+  local began
+  began="$(date +%s)"
+  TSAN_DIR="${BUILD_DIR}-tsan"
+  CC=clang CXX=clang++ cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
+    -DNVMF_SANITIZE=thread -DNVMF_BUILD_BENCH=OFF || return 1
+  nice -n 10 cmake --build "$TSAN_DIR" --target "${TSAN_BINARIES[@]}" || return 1
+  echo "test.sh: the TSan build took $(($(date +%s) - began)) s"
+  mkdir -p "$TSAN_DIR/tsan-logs"
+  export TSAN_DIR
+  printf '%s\n' "${TSAN_BINARIES[@]}" | TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    nice -n 10 xargs -P "$(nproc)" -I{} sh -c 'log="$TSAN_DIR/tsan-logs/{}.log"
+      if timeout 1200 "$(find "$TSAN_DIR" -type f -name {} -perm -u+x | head -1)" \
+          --gtest_brief=1 >"$log" 2>&1; then echo "tsan: {} passed"
+      else echo "tsan: {} FAILED ($log):"; tail -60 "$log"; exit 255; fi' || return 1
+  echo "test.sh: the TSan tier took $(($(date +%s) - began)) s"
+}
+
 # The VM tier runs its guests one at a time (RESOURCE_LOCK), and a TCG guest keeps about one
-# core busy: the ASan+UBSan tier runs beside it on what is left, niced so that the guest keeps
-# its core. The VM tier's output is shown when it ends.
+# core busy: the ASan+UBSan tier and then the TSan tier run beside it on what is left, niced so
+# that the guest keeps its core. The VM tier's output is shown when it ends.
 if [ "${NVMF_CI_SANITIZERS:-1}" != 0 ]; then
-  stage "vm tier | asan+ubsan tier"
+  stage "vm tier | asan+ubsan, tsan tiers"
   vm_log="$(mktemp)"
   (
     began="$(date +%s)"
@@ -95,38 +121,20 @@ if [ "${NVMF_CI_SANITIZERS:-1}" != 0 ]; then
   vm_pid=$!
   asan_rc=0
   asan_tier || asan_rc=$?
+  tsan_rc=0
+  if [ "${NVMF_CI_TSAN:-1}" != 0 ]; then
+    tsan_tier || tsan_rc=$?
+  fi
   vm_rc=0
   wait "$vm_pid" || vm_rc=$?
   echo "test.sh: ---- the VM tier's output ----"
   cat "$vm_log"
   rm -f "$vm_log"
   [ "$asan_rc" = 0 ] || echo "test.sh: the ASan+UBSan tier failed (exit $asan_rc)" >&2
+  [ "$tsan_rc" = 0 ] || echo "test.sh: the ThreadSanitizer tier failed (exit $tsan_rc)" >&2
   [ "$vm_rc" = 0 ] || echo "test.sh: the VM tier failed (exit $vm_rc)" >&2
-  [ "$asan_rc" = 0 ] && [ "$vm_rc" = 0 ] || exit 1
+  [ "$asan_rc" = 0 ] && [ "$tsan_rc" = 0 ] && [ "$vm_rc" = 0 ] || exit 1
 else
   stage "vm tier"
   ctest --test-dir "$BUILD_DIR" -L vm --output-on-failure --timeout 900
-fi
-# The TSan tier has not yet run to its end in a clean-clone CI run (issue 14): opt-in until it
-# has, with its time measured.
-if [ "${NVMF_CI_SANITIZERS:-1}" != 0 ] && [ "${NVMF_CI_TSAN:-0}" != 0 ]; then
-  stage "tsan build + run"
-  TSAN_DIR="${BUILD_DIR}-tsan"
-  TSAN_BINARIES=(reactor_unit_tests env_unit_tests rpc_unit_tests verbs_sim_unit_tests
-                 target_unit_tests bdev_unit_tests nbd_unit_tests target_threads_e2e_tests
-                 host_e2e_tests nvmf_hostd_e2e_tests)
-  CC=clang CXX=clang++ cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DNVMF_SANITIZE=thread -DNVMF_BUILD_BENCH=OFF
-  cmake --build "$TSAN_DIR" --target "${TSAN_BINARIES[@]}"
-  # Each binary whole (ctest would also list the binaries not built here), two at a time.
-  mkdir -p "$TSAN_DIR/tsan-logs"
-  export TSAN_DIR
-  if ! printf '%s\n' "${TSAN_BINARIES[@]}" | TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      xargs -P "$(nproc)" -I{} sh -c 'log="$TSAN_DIR/tsan-logs/{}.log"
-        if timeout 1200 "$(find "$TSAN_DIR" -type f -name {} -perm -u+x | head -1)" \
-            --gtest_brief=1 >"$log" 2>&1; then echo "tsan: {} passed"
-        else echo "tsan: {} FAILED ($log):"; tail -60 "$log"; exit 255; fi'; then
-    echo "test.sh: the ThreadSanitizer tier failed" >&2
-    exit 1
-  fi
 fi
