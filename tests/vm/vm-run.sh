@@ -317,13 +317,6 @@ say "scenario $scenario, kernel $kver, timeout ${timeout_s}s, results in $result
 [ "$nvme_count" -eq 0 ] || say "q35 + intel-iommu, $nvme_count NVMe controller(s) at ${pci_list% } (${nvme_size_mb} MiB each)"
 [ "$qmp" -eq 0 ] || say "QMP socket $qmp_socket, guest requests in $results/qmp"
 start=$(date +%s)
-timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null >"$results/console.log" 2>&1 &
-qemu_pid=$!
-watch_pid=""
-if [ "$qmp" -eq 1 ]; then
-  qmp_watch </dev/null >/dev/null 2>&1 &
-  watch_pid=$!
-fi
 stop_children() {   # QEMU (still running), the QMP watcher, a socket folder under /tmp
   [ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null || true
   if [ -n "$watch_pid" ]; then
@@ -335,13 +328,35 @@ stop_children() {   # QEMU (still running), the QMP watcher, a socket folder und
     rm -rf "$(dirname "$qmp_socket")" "$results/qmp.sock"
   fi
 }
-trap stop_children EXIT
-trap 'exit 1' INT TERM
-qemu_rc=0
-wait "$qemu_pid" || qemu_rc=$?
-qemu_pid=""   # reaped: nothing of that number to kill any more
-stop_children
-trap - EXIT
+# QEMU itself dying of a signal before the guest ran anything of the scenario (seen once: a
+# SIGSEGV during SeaBIOS with intel-iommu under MTTCG) is QEMU's fault, not the stack's: the
+# guest is started once more, and the log says so. Anything later fails as usual.
+attempt=1
+while :; do
+  timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null >"$results/console.log" 2>&1 &
+  qemu_pid=$!
+  watch_pid=""
+  if [ "$qmp" -eq 1 ]; then
+    qmp_watch </dev/null >/dev/null 2>&1 &
+    watch_pid=$!
+  fi
+  trap stop_children EXIT
+  trap 'exit 1' INT TERM
+  qemu_rc=0
+  wait "$qemu_pid" || qemu_rc=$?
+  qemu_pid=""   # reaped: nothing of that number to kill any more
+  stop_children
+  trap - EXIT
+  if [ ! -f "$results/exit_code" ] && [ "$qemu_rc" -gt 128 ] && [ "$qemu_rc" -ne 137 ] &&
+    [ ! -s "$results/scenario.log" ] && [ "$attempt" -eq 1 ]; then
+    mv "$results/console.log" "$results/console-attempt1.log"
+    say "QEMU died of signal $((qemu_rc - 128)) before the scenario began (console in $results/console-attempt1.log): starting the guest once more"
+    attempt=2
+    [ "$qmp" -eq 0 ] || mkdir -p "$(dirname "$qmp_socket")"  # stop_children removed it
+    continue
+  fi
+  break
+done
 elapsed=$(( $(date +%s) - start ))
 
 show_logs() {
