@@ -5,14 +5,20 @@
 // RDMA queue pair each). Nothing is shared on the data path.
 //
 // Threads (SPDK's model): an IoQpair belongs to the thread that allocated it; only that
-// thread submits on it and calls process_completions(), and callbacks run inside
-// process_completions(), never inside a submit call. A Controller's admin queue belongs to the
+// thread submits on it and calls process_completions() (or, in event mode, the
+// wait_for_completions() that runs it), and callbacks run inside process_completions(), never
+// inside a submit call. A Controller's admin queue belongs to the
 // thread that connected it: it calls process_admin_completions() regularly (keep-alive, async
 // events) and disconnect(). Blocking calls (discover, connect, alloc_io_qpair, disconnect)
 // poll until done, calling HostOpts::idle between rounds.
 //
 // The data path allocates nothing, takes no lock and throws nothing: a full queue answers
 // `busy`, and the caller retries after process_completions().
+//
+// Errors: calls that can fail return nvmf::Result<T> (nvmf/result.h: an Errc, the errno
+// behind it, a static detail string); a command's own outcome is the NVMe status in its
+// callback (nvmf/status.h). Build with C++20; link libnvmf_host (pkg-config nvmf_host, or
+// find_package(nvmf) and the target nvmf::host).
 #pragma once
 
 #include <sys/uio.h>
@@ -25,8 +31,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
-#include "spec/status.h"
+#include "nvmf/export.h"
+#include "nvmf/result.h"
+#include "nvmf/status.h"
 
 namespace nvmf {
 class Clock;
@@ -56,9 +63,9 @@ struct TransportId {
   friend bool operator==(const TransportId&, const TransportId&) = default;
 
   // invalid_argument with a one-line reason in *message (naming the key) on bad input.
-  static Result<TransportId> parse(std::string_view text, std::string* message);
-  std::string to_string() const;
-  uint16_t port() const noexcept;  // trsvcid as a number (parse() checked it)
+  NVMF_API static Result<TransportId> parse(std::string_view text, std::string* message);
+  NVMF_API std::string to_string() const;
+  NVMF_API uint16_t port() const noexcept;  // trsvcid as a number (parse() checked it)
 };
 
 // The host's identity, as nvme-cli finds it: /etc/nvme/hostnqn and /etc/nvme/hostid, else a
@@ -69,7 +76,7 @@ struct HostIdentity {
 };
 // `etc_dir`: where hostnqn/hostid live (tests pass a temporary directory). Reads only: a
 // generated identity is new on every call (ControllerOpts' default).
-HostIdentity default_host_identity(const std::string& etc_dir = "/etc/nvme");
+NVMF_API HostIdentity default_host_identity(const std::string& etc_dir = "/etc/nvme");
 
 // The identity as nvme-cli (libnvme's nvme_host_get_ids) resolves it, each piece in turn:
 //   1. `given` (a non-empty hostnqn, a non-zero hostid: the command line's -q / -I);
@@ -83,10 +90,10 @@ HostIdentity default_host_identity(const std::string& etc_dir = "/etc/nvme");
 // process saved first) is read and used instead. A file that cannot be written is not an
 // error: `*warning` (may be null) gets one line naming it and why, and the identity is still
 // returned. Configuration path; any thread.
-HostIdentity resolve_host_identity(const HostIdentity& given, const std::string& etc_dir, bool save,
-                                   std::string* warning);
-std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
-bool uuid_parse(std::string_view text, std::array<uint8_t, 16>* uuid);
+NVMF_API HostIdentity resolve_host_identity(const HostIdentity& given, const std::string& etc_dir,
+                                            bool save, std::string* warning);
+NVMF_API std::string uuid_to_string(const std::array<uint8_t, 16>& uuid);
+NVMF_API bool uuid_parse(std::string_view text, std::array<uint8_t, 16>* uuid);
 
 // ---------------------------------------------------------------------------------------
 // Options
@@ -99,8 +106,8 @@ enum class MemregPolicy : uint8_t {
   max,       // per-I/O window, unsignaled LOCAL_INV, the next bind of the window fenced
   deferred,  // per-I/O window, signaled LOCAL_INV off the completion path
 };
-const char* memreg_policy_name(MemregPolicy policy) noexcept;
-bool memreg_policy_parse(std::string_view text, MemregPolicy* policy) noexcept;
+NVMF_API const char* memreg_policy_name(MemregPolicy policy) noexcept;
+NVMF_API bool memreg_policy_parse(std::string_view text, MemregPolicy* policy) noexcept;
 
 // ControllerOpts::fast_io_fail_timeout_ms: I/O waits for the reconnect (or ctrl loss).
 inline constexpr uint32_t kFastIoFailOff = UINT32_MAX;
@@ -183,7 +190,7 @@ struct DiscoveryEntry {
   std::string traddr;
   std::string subnqn;
   // The entry as a TransportId (to pass to connect()).
-  TransportId trid() const;
+  NVMF_API TransportId trid() const;
 };
 
 struct ControllerData {
@@ -226,7 +233,7 @@ class IoQpair;
 // ---------------------------------------------------------------------------------------
 // Host
 
-class Host {
+class NVMF_API Host {
  public:
   static Result<std::unique_ptr<Host>> create(const HostOpts& opts);
   ~Host();
@@ -253,11 +260,11 @@ class Host {
                                               const ControllerOpts& opts = {},
                                               std::string* message = nullptr);
 
-  struct Impl;
+  struct NVMF_LOCAL Impl;  // the library's own (src/initiator), not exported
   Impl& impl() noexcept { return *impl_; }
 
  private:
-  explicit Host(std::unique_ptr<Impl> impl);
+  NVMF_LOCAL explicit Host(std::unique_ptr<Impl> impl);  // made by the library
   std::unique_ptr<Impl> impl_;
 };
 
@@ -266,9 +273,14 @@ class Host {
 
 struct IoQpairOpts {
   uint16_t queue_size = 0;  // 0 = ControllerOpts::io_queue_size
+  // Event mode: IoQpair::event_fd() and wait_for_completions(), so that the owner can sleep
+  // while it waits (the kernel's and SPDK's interrupt mode). process_completions() is the same
+  // either way: event mode costs no system call and no work per I/O until the owner waits.
+  // false (default): poll mode only, event_fd() is -1.
+  bool completion_events = false;
 };
 
-class Controller {
+class NVMF_API Controller {
  public:
   ~Controller();  // disconnect() if still connected
   Controller(const Controller&) = delete;
@@ -319,9 +331,9 @@ class Controller {
   // first), CC.SHN = normal and wait for CSTS.SHST, then the admin queue goes. Idempotent.
   Result<void> disconnect();
 
-  struct Impl;
+  struct NVMF_LOCAL Impl;  // the library's own (src/initiator), not exported
   Impl& impl() noexcept { return *impl_; }
-  explicit Controller(std::unique_ptr<Impl> impl);
+  NVMF_LOCAL explicit Controller(std::unique_ptr<Impl> impl);  // made by the library
 
  private:
   std::unique_ptr<Impl> impl_;
@@ -335,7 +347,7 @@ class Controller {
 // qpair is disconnected (or reconnecting past fast_io_fail_timeout_ms). On error the callback
 // is not called; on success it is called exactly once, from process_completions().
 
-class Namespace {
+class NVMF_API Namespace {
  public:
   uint32_t id() const noexcept { return nsid_; }
   uint32_t block_size() const noexcept { return block_size_; }
@@ -368,9 +380,9 @@ class Namespace {
         nguid_(nguid) {}
 
  private:
-  Result<void> check_range(uint64_t lba, uint32_t blocks) const noexcept;
-  Result<void> check_transfer(const IoQpair& qpair, const iovec* iov, int iovcnt, uint64_t lba,
-                              uint32_t blocks) const noexcept;
+  NVMF_LOCAL Result<void> check_range(uint64_t lba, uint32_t blocks) const noexcept;
+  NVMF_LOCAL Result<void> check_transfer(const IoQpair& qpair, const iovec* iov, int iovcnt,
+                                         uint64_t lba, uint32_t blocks) const noexcept;
   uint32_t nsid_;
   uint32_t block_size_;
   uint64_t block_count_;
@@ -406,9 +418,15 @@ struct IoQpairStats {
   uint64_t cqes_reaped = 0;               // work completions polled, receives included
   uint64_t memreg_switches = 0;           // set_memreg_policy() switches done
   uint64_t memreg_switch_failures = 0;    // ... whose new policy could not be built
+  // Event mode (IoQpairOpts::completion_events): what waiting cost.
+  uint64_t waits = 0;          // wait_for_completions() calls
+  uint64_t arms = 0;           // CQ notification requests (one per event taken at most)
+  uint64_t sleeps = 0;         // epoll_wait() calls on event_fd() (timeout 0 included)
+  uint64_t wakeups = 0;        // ... that returned with event_fd() readable, not at the timeout
+  uint64_t timer_wakeups = 0;  // ... because the qpair's next timer was due
 };
 
-class IoQpair {
+class NVMF_API IoQpair {
  public:
   ~IoQpair();  // disconnect()
   IoQpair(const IoQpair&) = delete;
@@ -419,6 +437,34 @@ class IoQpair {
   // completions and runs callbacks; at most `max_completions` callbacks (0 = no limit).
   // Returns how many ran. Owner thread only.
   int process_completions(uint32_t max_completions = 0) noexcept;
+
+  // Event mode (IoQpairOpts::completion_events). Owner thread only, like process_completions().
+  //
+  // wait_for_completions() runs process_completions() (so what was submitted is sent first, as
+  // always) and returns if a callback ran. Otherwise it arms the CQ, polls once more (a
+  // completion that landed before the arm raised no event) and sleeps on event_fd() until a
+  // completion, a CM event or the qpair's next timer, at most `timeout_ms` (-1: no limit, 0: no
+  // sleep, only the arm); then it runs what woke it. The timers are those of
+  // process_completions(): the I/O timeout scan (io_timeout_ms, while commands are
+  // outstanding), a reconnect's delay, its CM steps and fast_io_fail, so they keep working
+  // while the owner sleeps. A wake that completes nothing (an event left by an earlier arm, a
+  // CM event) sleeps again; a timer that completes nothing returns 0. Keep-alive and Aborts are
+  // the admin thread's (process_admin_completions()); a controller reset or a
+  // Controller::set_memreg_policy() is taken at this qpair's next wake-up or call.
+  // Returns the callbacks run: 0 when timeout_ms passed, a timer was due with nothing to
+  // complete, or a signal interrupted the sleep (EINTR). A return of 0 leaves the CQ and the
+  // timer armed. timeout_ms is monotonic time; the timers run on HostOpts::clock.
+  // Errors: bad_state (event mode off); when arming the CQ or epoll_wait() failed, the code
+  // of its errno (Error::os_errno holds it).
+  Result<int> wait_for_completions(int timeout_ms) noexcept;
+  // An epoll fd the qpair owns, for the application's own epoll set (or poll()); -1 in poll
+  // mode. It holds the CQ's completion channel, the CM channel and a timerfd set for the
+  // qpair's next timer; a reconnect makes a new CQ and CM channel and adds them to the same
+  // set, so the fd stays the same for the qpair's life (closed with it). Readable once a
+  // wait_for_completions() that returned 0 armed it and a completion, a CM event or the timer
+  // came; possibly once spuriously per arm (a completion a poll already took). The loop: call
+  // wait_for_completions(0) until it returns 0, sleep until event_fd() is readable, repeat.
+  int event_fd() const noexcept;
 
   uint16_t qid() const noexcept;
   uint32_t depth() const noexcept;        // commands that may be outstanding at once
@@ -459,10 +505,10 @@ class IoQpair {
   // this returns. Idempotent.
   void disconnect() noexcept;
 
-  struct Impl;
+  struct NVMF_LOCAL Impl;  // the library's own (src/initiator), not exported
   Impl& impl() noexcept { return *impl_; }
   const Impl& impl_const() const noexcept { return *impl_; }
-  explicit IoQpair(std::unique_ptr<Impl> impl);
+  NVMF_LOCAL explicit IoQpair(std::unique_ptr<Impl> impl);  // made by the library
 
  private:
   std::unique_ptr<Impl> impl_;
