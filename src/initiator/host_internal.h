@@ -1,6 +1,8 @@
 // Internals of libnvmf_host shared by its .cpp files: the Impl structs behind host.h.
 #pragma once
 
+#include <sys/epoll.h>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -134,8 +136,23 @@ struct IoQpair::Impl {
   uint64_t fast_io_fail_ns = UINT64_MAX;
   uint64_t lost_at_ns = 0;    // when recovery began
   bool failing_fast = false;  // reconnecting past fast_io_fail: submits answer bad_state
+  // Event mode (IoQpairOpts::completion_events; qpair.cpp "Event mode"). event_fd() is
+  // epoll_fd: the queue's CQ and CM channel fds (the HostQueue keeps them in it across
+  // reconnects) and timer_fd, set for next_timer_ns() before each sleep. -1: poll mode.
+  int epoll_fd = -1;
+  int timer_fd = -1;
+  uint64_t timer_deadline_ns = UINT64_MAX;  // what timer_fd is set for; UINT64_MAX: disarmed
 
   ~Impl();
+  // Event mode: makes epoll_fd and timer_fd (alloc_io_qpair); closed by ~Impl.
+  Result<void> open_events() noexcept;
+  // When process_completions() next has timed work to do (the I/O timeout scan while commands
+  // are outstanding; recovery's steps); UINT64_MAX: none.
+  uint64_t next_timer_ns() const noexcept;
+  void set_timer(uint64_t deadline_ns) noexcept;
+  // Takes what an epoll_wait() on epoll_fd returned (consumes the CQ event, the CM events,
+  // the timer's expiry); true when the timer was among them.
+  bool take_wakeups(const epoll_event* events, int count) noexcept;
   void release_qid() noexcept;
   bool recovering() const noexcept {
     return recovery == Recovery::waiting || recovery == Recovery::connecting ||

@@ -1,5 +1,11 @@
 // I/O qpairs and the namespace commands. Submission is the data path: no allocation, no lock,
 // no exception; a full queue answers busy.
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 
@@ -83,7 +89,9 @@ void io_done(HostCommand& command, const spec::Cqe& cqe) {
 
 IoQpair::Impl::~Impl() {
   if (queue) queue->disconnect();
-  queue.reset();
+  queue.reset();  // takes its fds out of epoll_fd
+  if (timer_fd >= 0) ::close(timer_fd);
+  if (epoll_fd >= 0) ::close(epoll_fd);
   release_qid();
   if (host != nullptr) {
     host->map->free(dsm_ranges);
@@ -185,6 +193,14 @@ Result<std::unique_ptr<IoQpair>> Controller::alloc_io_qpair(const IoQpairOpts& q
       std::min(kTimeoutScanIntervalMaxNs, qpair->io_timeout_ns / kTimeoutScanFraction);
   if (ctrl.opts.fast_io_fail_timeout_ms != kFastIoFailOff) {
     qpair->fast_io_fail_ns = uint64_t{ctrl.opts.fast_io_fail_timeout_ms} * kNsPerMs;
+  }
+  if (qpair_opts.completion_events) {
+    auto opened = qpair->open_events();
+    if (!opened) {
+      set_message(message, std::string("event mode: ") + opened.error().detail);
+      return Unexpected(opened.error());
+    }
+    queue_opts.wake_epoll_fd = qpair->epoll_fd;
   }
   qpair->dsm_ranges = static_cast<spec::DsmRange*>(
       ctrl.host->map->allocate(size_t{queue_opts.entries} * sizeof(spec::DsmRange)));
@@ -574,6 +590,160 @@ void IoQpair::Impl::check_fast_io_fail() noexcept {
   stats.fast_failed += held;
   queue->fail_pending(kFastFailStatus);
 }
+
+// ---------------------------------------------------------------------------------------
+// Event mode (IoQpairOpts::completion_events): the CQ's completion channel, the CM channel and
+// a timerfd in one epoll set per qpair; a wait polls, arms, polls again and sleeps, as the
+// target's interrupt-mode reactor does.
+
+namespace {
+
+// epoll_event.data.u64 of timer_fd (the HostQueue's fds carry kWakeCompletion and
+// kWakeConnection).
+constexpr uint64_t kWakeTimer = 3;
+// epoll_fd holds three fds: the CQ's, the CM channel's and timer_fd.
+constexpr int kWakeEventsMax = 3;
+// While the queue reconnects, its owner's sleep ends this often to drive the reconnect: CM
+// timeouts are noticed only when the channel is polled (verbs.h), and during a controller
+// reset the qpair waits for the admin thread, which does not wake it. Short beside a
+// reconnect's delay (ControllerOpts::reconnect_delay_ms, 10 s by default); during recovery only.
+constexpr uint64_t kRecoveryPollIntervalNs = 10 * kNsPerMs;
+
+// Arms the CQ and the timer before a sleep. A CQ armed now is polled once more: a completion
+// that landed between the last poll and the arm raised no event, and the sleep would miss it.
+// Returns the callbacks that poll ran.
+Result<int> arm_for_sleep(IoQpair& qpair) noexcept {
+  IoQpair::Impl& q = qpair.impl();
+  auto armed = q.queue->arm_completions();
+  if (!armed) return Unexpected(armed.error());
+  int ran = 0;
+  if (*armed) {
+    ++q.stats.arms;
+    ran = qpair.process_completions();
+  }
+  q.set_timer(q.next_timer_ns());
+  return ran;
+}
+
+// epoll_wait()'s timeout for a wait that ends at `give_up_ns` (UINT64_MAX: never): whole
+// milliseconds, rounded up so that a short rest does not spin.
+int remaining_ms(const Clock& clock, uint64_t give_up_ns) noexcept {
+  if (give_up_ns == UINT64_MAX) return -1;
+  const uint64_t now = clock.now_ns();
+  if (now >= give_up_ns) return 0;
+  return static_cast<int>(
+      std::min<uint64_t>((give_up_ns - now + kNsPerMs - 1) / kNsPerMs, INT32_MAX));
+}
+
+}  // namespace
+
+Result<void> IoQpair::Impl::open_events() noexcept {
+  epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return Unexpected(make_system_error(errno, "epoll_create1"));
+  // Set with relative times (set_timer): HostOpts::clock may be a test's FakeClock.
+  timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer_fd < 0) return Unexpected(make_system_error(errno, "timerfd_create"));
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kWakeTimer;
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, timer_fd, &event) != 0) {
+    return Unexpected(make_system_error(errno, "epoll_ctl: the qpair's timerfd"));
+  }
+  return {};
+}
+
+uint64_t IoQpair::Impl::next_timer_ns() const noexcept {
+  if (recovering()) {
+    const uint64_t now = host->now_ns();
+    const uint64_t poll_at = now + kRecoveryPollIntervalNs;
+    // A retry time already passed means the controller's reset holds the attempt back.
+    if (recovery == Recovery::waiting && retry_at_ns > now) return std::min(poll_at, retry_at_ns);
+    return poll_at;
+  }
+  // The scan process_completions() runs on a live queue (a disconnected one holds nothing).
+  const bool live = recovery == Recovery::none && queue->state() == HostQueueState::connected;
+  if (live && io_timeout_ns != 0 && queue->outstanding() != 0) return next_timeout_scan_ns;
+  return UINT64_MAX;
+}
+
+void IoQpair::Impl::set_timer(uint64_t deadline_ns) noexcept {
+  if (deadline_ns == timer_deadline_ns) return;  // set for it already: no system call
+  timer_deadline_ns = deadline_ns;
+  itimerspec spec{};  // all zero: disarmed
+  if (deadline_ns != UINT64_MAX) {
+    const uint64_t now = host->now_ns();
+    // 1 ns, the shortest, for a deadline already passed: zero would disarm.
+    const uint64_t delay_ns = deadline_ns > now ? deadline_ns - now : 1;
+    spec.it_value.tv_sec = static_cast<time_t>(delay_ns / (1000 * kNsPerMs));
+    spec.it_value.tv_nsec = static_cast<long>(delay_ns % (1000 * kNsPerMs));
+  }
+  (void)timerfd_settime(timer_fd, 0, &spec, nullptr);
+}
+
+bool IoQpair::Impl::take_wakeups(const epoll_event* events, int count) noexcept {
+  bool timer = false;
+  for (int i = 0; i < count; ++i) {
+    switch (events[i].data.u64) {
+      case transport_rdma::kWakeCompletion:
+        queue->consume_completion_event();
+        break;
+      case transport_rdma::kWakeConnection:
+        queue->poll_connection_events();
+        break;
+      case kWakeTimer: {
+        uint64_t expirations = 0;
+        (void)!read(timer_fd, &expirations, sizeof(expirations));
+        timer_deadline_ns = UINT64_MAX;  // expired: the next set_timer() sets it again
+        timer = true;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (timer) {
+    ++stats.timer_wakeups;
+    // What no fd reports (an async event such as CQ_ERR) is looked for on the timer.
+    queue->poll_connection_events();
+  }
+  return timer;
+}
+
+Result<int> IoQpair::wait_for_completions(int timeout_ms) noexcept {
+  Impl& q = *impl_;
+  if (q.epoll_fd < 0) {
+    return Unexpected(Errc::bad_state, "event mode off (IoQpairOpts::completion_events)");
+  }
+  ++q.stats.waits;
+  const int ran = process_completions();  // sends what was submitted, as always
+  if (ran > 0) return ran;
+  const Clock& clock = q.host->monotonic;
+  const uint64_t give_up_ns =
+      timeout_ms < 0 ? UINT64_MAX : clock.now_ns() + uint64_t(timeout_ms) * kNsPerMs;
+  for (;;) {
+    auto armed = arm_for_sleep(*this);
+    if (!armed || *armed > 0) return armed;
+    const int sleep_ms = remaining_ms(clock, give_up_ns);
+    epoll_event events[kWakeEventsMax];
+    ++q.stats.sleeps;
+    const int count = epoll_wait(q.epoll_fd, events, kWakeEventsMax, sleep_ms);
+    if (count < 0) {
+      if (errno == EINTR) return 0;  // a signal: the caller decides (the CQ is still armed)
+      return Unexpected(make_system_error(errno, "epoll_wait on the qpair's event fd"));
+    }
+    if (count == 0) return 0;  // timeout_ms passed (still armed)
+    ++q.stats.wakeups;
+    const bool timer = q.take_wakeups(events, count);
+    const int woke = process_completions();
+    if (woke > 0) return woke;
+    // A timer with nothing to complete, or the one look of a wait that may not sleep: arm again
+    // what the wake-up took, and return. Else (an event of an earlier arm whose completion a
+    // poll took, a CM event): sleep again.
+    if (timer || sleep_ms == 0) return arm_for_sleep(*this);
+  }
+}
+
+int IoQpair::event_fd() const noexcept { return impl_->epoll_fd; }
 
 // ---------------------------------------------------------------------------------------
 // Namespace

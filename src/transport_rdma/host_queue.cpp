@@ -1,6 +1,9 @@
 #include "transport_rdma/host_queue.h"
 
+#include <sys/epoll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "common/log.h"
@@ -140,6 +143,8 @@ HostQueue::HostQueue(verbs::Provider& provider, HostDomains& domains, const Host
 
 HostQueue::~HostQueue() {
   disconnect();
+  unwatch(&watched_cq_fd_);
+  unwatch(&watched_cm_fd_);
   domains_.async_events().remove(async_watch_);
   while (free_.pop() != nullptr) {
   }
@@ -161,6 +166,8 @@ Result<void> HostQueue::start() noexcept {
   auto channel = provider_.create_cm_channel();
   if (!channel) return Unexpected(channel.error());
   res_->channel = std::move(*channel);
+  auto watched = watch(res_->channel->event_fd(), kWakeConnection, &watched_cm_fd_);
+  if (!watched) return watched;
   auto id = res_->channel->create_id();
   if (!id) return Unexpected(id.error());
   res_->id = std::move(*id);
@@ -222,9 +229,13 @@ Result<void> HostQueue::create_qp() noexcept {
   // policies): three send WRs; an unsignaled LOCAL_INV is retired by the next signaled SEND.
   verbs::CqOpts cq_opts;
   cq_opts.depth = std::min<uint32_t>(entries * 4, caps.max_cqe != 0 ? caps.max_cqe : entries * 4);
+  cq_opts.with_event_fd = opts_.wake_epoll_fd >= 0;
   auto cq = res_->domain.pd->create_cq(cq_opts);
   if (!cq) return Unexpected(cq.error());
   res_->cq = std::move(*cq);
+  cq_armed_ = false;
+  auto watched = watch(res_->cq->event_fd(), kWakeCompletion, &watched_cq_fd_);
+  if (!watched) return watched;
 
   verbs::QpOpts qp_opts;
   qp_opts.send_cq = res_->cq.get();
@@ -804,6 +815,55 @@ int HostQueue::poll(uint32_t max_completions) noexcept {
   return static_cast<int>(callbacks);
 }
 
+// ---------------------------------------------------------------------------------------
+// Event mode
+
+Result<void> HostQueue::watch(int fd, uint64_t tag, int* watched) noexcept {
+  if (opts_.wake_epoll_fd < 0) return {};
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = tag;
+  if (fd < 0 || epoll_ctl(opts_.wake_epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
+    const int os_errno = fd < 0 ? EBADF : errno;
+    NVMF_ERRLOG(rdma_host, "queue %u: cannot add its %s fd to the owner's epoll set: %s",
+                opts_.qid, tag == kWakeCompletion ? "CQ" : "CM channel", strerror(os_errno));
+    return Unexpected(make_system_error(os_errno, "epoll_ctl: the queue's event fd"));
+  }
+  *watched = fd;
+  return {};
+}
+
+void HostQueue::unwatch(int* fd) noexcept {
+  if (*fd >= 0) (void)epoll_ctl(opts_.wake_epoll_fd, EPOLL_CTL_DEL, *fd, nullptr);
+  *fd = -1;
+}
+
+Result<bool> HostQueue::arm_completions() noexcept {
+  if (watched_cq_fd_ < 0 || cq_armed_) return false;
+  auto armed = res_->cq->arm();
+  if (!armed) return Unexpected(armed.error());
+  cq_armed_ = true;
+  return true;
+}
+
+void HostQueue::consume_completion_event() noexcept {
+  if (watched_cq_fd_ < 0) return;
+  (void)res_->cq->consume_event();  // busy: no event was waiting (taken already)
+  cq_armed_ = false;
+}
+
+void HostQueue::poll_connection_events() noexcept {
+  if (state_ == HostQueueState::resolving || state_ == HostQueueState::connecting) {
+    (void)progress_connect();
+    return;
+  }
+  // Drained in every state, so that an event nobody waits for does not keep the fd readable.
+  verbs::CmEvent event;
+  while (res_->channel && res_->channel->poll_event(&event)) handle_cm_event(event);
+  cm_poll_countdown_ = kCmPollInterval;
+  (void)domains_.async_events().poll();  // for every queue of the host (host_async_events.h)
+}
+
 void HostQueue::disconnect() noexcept {
   stopping_ = true;
   key_switch_ = KeySwitchState::none;  // a switch asked for is dropped with the queue
@@ -848,6 +908,8 @@ Result<void> HostQueue::reconnect(uint16_t cntlid) noexcept {
   if (!ever_connected_) return Unexpected(Errc::bad_state, "reconnect: never connected");
   domains_.async_events().remove(async_watch_);  // events of the old QP are moot
   completions_lost_ = false;
+  unwatch(&watched_cq_fd_);  // their fds close with them; start() and create_qp() add the new
+  unwatch(&watched_cm_fd_);
   res_->drop_connection();
   // Every WR is back: a switch asked for meanwhile needs no drain, the new QP starts with it.
   const bool switched = key_switch_ != KeySwitchState::none && replace_key_policy();

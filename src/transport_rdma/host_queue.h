@@ -111,7 +111,15 @@ struct HostQueueOpts {
   // After a QP error keep outstanding commands for resubmit_pending() instead of aborting.
   bool keep_commands_on_error = false;
   const Clock* clock = nullptr;  // nullptr = monotonic
+  // Event mode (an I/O qpair's completion_events): the CQ gets a completion channel, and the
+  // CQ's and the CM channel's fds are kept in this epoll set (the owner's, tagged
+  // kWakeCompletion and kWakeConnection), each time a reconnect makes them anew. -1: poll mode.
+  int wake_epoll_fd = -1;
 };
+
+// Event mode: epoll_event.data.u64 of the fds a HostQueue puts in HostQueueOpts::wake_epoll_fd.
+inline constexpr uint64_t kWakeCompletion = 1;  // the CQ's completion channel
+inline constexpr uint64_t kWakeConnection = 2;  // the CM channel
 
 // Why a connection did not come up.
 struct HostQueueFailure {
@@ -227,6 +235,17 @@ class HostQueue {
   // `max_completions`, 0 = no limit). Returns callbacks run.
   int poll(uint32_t max_completions = 0) noexcept;
 
+  // Event mode (HostQueueOpts::wake_epoll_fd). Asks the CQ for an event at its next
+  // completion unless it is still armed (no event taken since the last arm): true when it
+  // armed now. false without a CQ (reconnecting: the CM channel and the owner's timer wake
+  // it then). Errors: what the device answered to the arm.
+  Result<bool> arm_completions() noexcept;
+  // The CQ's fd woke the owner: takes the event, so that the next arm_completions() arms.
+  void consume_completion_event() noexcept;
+  // Handles the CM channel's events and the devices' async events now (poll() looks only
+  // every kCmPollInterval polls): after the CM channel's fd or a timer woke the owner.
+  void poll_connection_events() noexcept;
+
   // Disconnects: the QP goes to error, every WR flushes, every outstanding command's callback
   // (pending_retry ones included) runs once with Command Aborted due to SQ Deletion.
   // Idempotent. Waits (polling) at most a few seconds for the HCA to return the WRs.
@@ -294,6 +313,10 @@ class HostQueue {
   static constexpr spec::Status kAbortedSqDeletion =
       spec::generic_status(spec::sc_generic::aborted_sq_deletion);
   void post_receive(uint32_t index) noexcept;
+  // Event mode: adds `fd` to the owner's epoll set under `tag` and keeps it in *watched (no-op
+  // in poll mode); unwatch() takes it out again.
+  Result<void> watch(int fd, uint64_t tag, int* watched) noexcept;
+  void unwatch(int* fd) noexcept;
   Result<void> post_command(HostCommand& command) noexcept;
   Result<void> post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
                             uint32_t cid) noexcept;
@@ -338,6 +361,10 @@ class HostQueue {
   HostQueueStats stats_;
   HostAsyncWatch async_watch_;     // this QP's registration with domains_.async_events()
   bool completions_lost_ = false;  // CQ_ERR / DEVICE_FATAL: settle without waiting for WRs
+  // Event mode: the fds in the owner's epoll set (-1: none), and whether the CQ is armed.
+  int watched_cq_fd_ = -1;
+  int watched_cm_fd_ = -1;
+  bool cq_armed_ = false;
   std::unique_ptr<Resources> res_;
   IntrusiveStack<HostCommand, &HostCommand::link> free_;
 };

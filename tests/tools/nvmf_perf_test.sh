@@ -4,7 +4,8 @@
 # per I/O in --json (per_io) is what each key policy posts; the rare-race profile
 # (mlx5-2017-rare) and a send fence that does not order key updates fail binds and reconnect
 # without losing data, and the JSON says which sim options ran; --memreg-switch-every cycles
-# the key policies under verified load with nothing failed or reconnected; the PCIe path on the in-process NVMe controller model
+# the key policies under verified load with nothing failed or reconnected; --mode interrupt and
+# adaptive (workers that sleep on the queue pairs' event fds) verify clean; the PCIe path on the in-process NVMe controller model
 # (-r 'trtype:PCIe traddr:model') verifies with zero copies, also with I/Os the driver splits;
 # bad options exit 2 with one line that names the option; a device that cannot be opened exits
 # 1 with the driver's reason. Usage: nvmf_perf_test.sh NVMF_PERF
@@ -168,6 +169,32 @@ json_near() {
   check "$1: $2 is $3" $? "$2 $value"
 }
 
+# --mode: interrupt (each worker sleeps on its queue pairs' event fds whenever a poll finds
+# nothing) and adaptive, verified, with one queue pair and with -P 2 (the worker's own epoll set
+# of both fds); the JSON says the mode, the waits slept and woke, the host CPU is measured.
+if sim_run mode_interrupt -w randrw -M 70 -q 4 -t 1 --verify --mode interrupt; then
+  json_is mode_interrupt .mode interrupt
+  json_is mode_interrupt .config.mode interrupt
+  json_positive mode_interrupt .host_events.waits
+  json_positive mode_interrupt .host_events.arms
+  json_is mode_interrupt .reconnects 0
+  value=$(json_get "$work/mode_interrupt.json" .host_cpu_us_per_io)
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$value"
+  check "mode_interrupt: host CPU per I/O measured" $? "host_cpu_us_per_io $value"
+fi
+grep -q "^mode interrupt: [0-9]* waits" "$work/mode_interrupt.log"
+check "mode_interrupt: the waits line printed" $? "$(tail -8 "$work/mode_interrupt.log")"
+if sim_run mode_interrupt_p2 -w randrw -M 70 -q 8 -P 2 -t 1 --verify --mode interrupt; then
+  json_positive mode_interrupt_p2 .host_events.arms
+fi
+if sim_run mode_adaptive -w randread -q 1 -t 1 --verify --mode adaptive --adaptive-idle-us 20; then
+  json_is mode_adaptive .mode adaptive
+  json_is mode_adaptive .config.adaptive_idle_us 20
+fi
+if sim_run mode_poll -w read -q 4 -t 1; then
+  json_is mode_poll .mode poll
+fi
+
 # -P: one worker with 4 I/O queue pairs, 16 I/Os dealt 4 to each; every queue connects and
 # the JSON and the banner say so.
 if sim_run qpairs -w read -c 1 -P 4 -q 16 -t 1 --log-level info; then
@@ -318,6 +345,8 @@ bad "no queue pairs" "-P: 0 is not within 1..127" --sim -w read -P 0 -t 1
 bad "more queue pairs than I/Os" "-P 12: -q 8 x 1 namespaces gives a worker 8 I/Os" \
   --sim -w read -q 8 -P 12 -t 1
 bad "PCIe takes no -P" "-P applies to RDMA targets" -r "trtype:PCIe traddr:model" -w read -P 2 -t 1
+bad "an unknown --mode" "--mode: 'spin' is not one of" --sim -w read --mode spin -t 1
+bad "PCIe takes no --mode" "--mode applies to RDMA targets" -r "trtype:PCIe traddr:model" -w read --mode interrupt -t 1
 bad "switch every 0" "--memreg-switch-every: 0 is not a positive number" \
   --sim -w read --memreg-switch-every 0 -t 1
 bad "switch every longer than the run" "--memreg-switch-every 3 never switches in a run of -t 2" \

@@ -14,6 +14,7 @@ namespace nvmf::perf {
 namespace {
 
 constexpr const char* kWorkloadNames[] = {"read", "write", "randread", "randwrite", "rw", "randrw"};
+constexpr const char* kCompletionModeNames[] = {"poll", "interrupt", "adaptive"};
 
 template <size_t N>
 bool is_one_of(const std::string& text, const char* const (&names)[N]) {
@@ -59,6 +60,20 @@ bool workload_parse(std::string_view text, Workload* workload) noexcept {
   for (size_t i = 0; i < std::size(kWorkloadNames); ++i) {
     if (text == kWorkloadNames[i]) {
       *workload = static_cast<Workload>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* completion_mode_name(CompletionMode mode) noexcept {
+  return kCompletionModeNames[static_cast<size_t>(mode)];
+}
+
+bool completion_mode_parse(std::string_view text, CompletionMode* mode) noexcept {
+  for (size_t i = 0; i < std::size(kCompletionModeNames); ++i) {
+    if (text == kCompletionModeNames[i]) {
+      *mode = static_cast<CompletionMode>(i);
       return true;
     }
   }
@@ -141,6 +156,8 @@ std::string check_target(const Options& options, Settings* s) {
                             : options.fast_io_fail_given        ? "--fast-io-fail-ms"
                             : options.qpairs_per_worker_given   ? "-P"
                             : options.memreg_switch_every_given ? "--memreg-switch-every"
+                            : !options.mode.empty()             ? "--mode"
+                            : options.adaptive_idle_given       ? "--adaptive-idle-us"
                                                                 : nullptr;
   if (fabric_only != nullptr) {
     return std::string(fabric_only) + " applies to RDMA targets, not to trtype PCIe";
@@ -404,7 +421,25 @@ std::string check_memreg_switch(const Options& options, Settings* s) {
   return "";
 }
 
+// --mode poll|interrupt|adaptive and --adaptive-idle-us (adaptive only). "" or the reason.
+std::string check_mode(const Options& options, Settings* s) {
+  if (!options.mode.empty() && !completion_mode_parse(options.mode, &s->mode)) {
+    return "--mode: '" + options.mode + "' is not one of " + join(kCompletionModeNames);
+  }
+  if (!options.adaptive_idle_given) return "";
+  if (s->mode != CompletionMode::adaptive) {
+    return "--adaptive-idle-us applies to --mode adaptive only";
+  }
+  if (options.adaptive_idle_us < 1) {
+    return "--adaptive-idle-us: 0 is not 1 or more (a worker that sleeps at once is --mode "
+           "interrupt)";
+  }
+  s->adaptive_idle_us = options.adaptive_idle_us;
+  return "";
+}
+
 std::string check_rest(const Options& options, Settings* s) {
+  if (std::string reason = check_mode(options, s); !reason.empty()) return reason;
   if (!is_one_of(options.memreg, kMemregNames)) {
     return "--memreg: '" + options.memreg + "' is not one of " + join(kMemregNames);
   }
@@ -577,6 +612,14 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
                  "fails only if the account (submitted = completed + failed) or --verify does");
   auto* chaos_every = app.add_option("--chaos-every-ms", o.chaos_every_ms,
                                      "with --chaos: milliseconds between faults (300)");
+  app.add_option("--mode", o.mode,
+                 "RDMA: how a worker waits for completions: poll (default: spin), interrupt "
+                 "(sleep on the queue pairs' event fds whenever a poll finds nothing), adaptive "
+                 "(poll while completions come, sleep once polls found nothing for "
+                 "--adaptive-idle-us)");
+  auto* adaptive_idle = app.add_option(
+      "--adaptive-idle-us", o.adaptive_idle_us,
+      "with --mode adaptive: microseconds of empty polls before a worker sleeps (50)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success&) {
@@ -599,6 +642,7 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   o.io_timeout_given = io_timeout->count() > 0;
   o.fast_io_fail_given = fast_io_fail->count() > 0;
   o.chaos_every_given = chaos_every->count() > 0;
+  o.adaptive_idle_given = adaptive_idle->count() > 0;
   return 0;
 }
 

@@ -21,6 +21,17 @@ constexpr bool workload_mixed(Workload w) noexcept {
   return w == Workload::rw || w == Workload::randrw;
 }
 
+// --mode: how a worker waits for its completions (RDMA). poll: spins on process_completions()
+// (spdk_nvme_perf's way, the default); interrupt: sleeps on the queue pairs' event fds
+// whenever a poll finds nothing (IoQpair::wait_for_completions()); adaptive: polls while
+// completions come, sleeps once its polls found nothing for --adaptive-idle-us.
+enum class CompletionMode : uint8_t { poll, interrupt, adaptive };
+const char* completion_mode_name(CompletionMode mode) noexcept;
+bool completion_mode_parse(std::string_view text, CompletionMode* mode) noexcept;
+// --adaptive-idle-us: shorter than one 4 KiB round trip over rxe at QD 1 (about 75 us in the
+// VM, docs/performance.md), longer than the gap between completions of a busy queue (a few us).
+inline constexpr uint32_t kAdaptiveIdleUsDefault = 50;
+
 // nvme: an nvme bdev on the in-process register-level NVMe controller model, its data buffers
 // shared with the RDMA transport (the zero-copy path of a real SSD, in process).
 enum class SimBdevKind : uint8_t { null, malloc, nvme };
@@ -122,6 +133,9 @@ struct Options {
   std::string chaos;                 // --chaos, as typed (comma-separated fault names)
   uint32_t chaos_every_ms = kChaosEveryMsDefault;  // --chaos-every-ms
   bool chaos_every_given = false;
+  std::string mode;                  // --mode; empty = not given (poll)
+  uint32_t adaptive_idle_us = kAdaptiveIdleUsDefault;  // --adaptive-idle-us
+  bool adaptive_idle_given = false;
 };
 
 // What the run uses, every default resolved.
@@ -176,6 +190,8 @@ struct Settings {
   // none. One of them every chaos_every_ms, drawn from --seed.
   std::vector<std::string> chaos_faults;
   uint32_t chaos_every_ms = kChaosEveryMsDefault;
+  CompletionMode mode = CompletionMode::poll;  // --mode (RDMA only)
+  uint32_t adaptive_idle_us = kAdaptiveIdleUsDefault;  // with mode adaptive
 };
 
 // Checks the options and resolves the defaults. Returns "" and fills *settings, or a one-line

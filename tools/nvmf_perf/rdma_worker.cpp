@@ -1,7 +1,12 @@
 #include "rdma_worker.h"
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
+#include <cstring>
 
 #include "common/log.h"
 
@@ -9,7 +14,20 @@ NVMF_LOG_COMPONENT_DECLARE(nvmf_perf);
 
 namespace nvmf::perf {
 
-RdmaWorker::RdmaWorker(const RdmaWorkerParams& params) : Worker(params.core), params_(params) {}
+namespace {
+
+// --mode interrupt / adaptive: the longest a worker sleeps before its loop runs again, so that
+// the main thread's duties (the admin queue: a Keep Alive every KATO / 2, 5 s by default; the
+// progress line each second) and the run's deadline are at most this late.
+constexpr int kWaitSliceMs = 10;
+
+}  // namespace
+
+RdmaWorker::RdmaWorker(const RdmaWorkerParams& params) : Worker(params.core), params_(params) {
+  const Settings& s = *params.core.settings;
+  sleeper_.mode = s.mode;
+  sleeper_.adaptive_idle_ns = uint64_t{s.adaptive_idle_us} * 1000;
+}
 
 RdmaWorker::~RdmaWorker() { teardown(); }
 
@@ -23,6 +41,7 @@ std::string RdmaWorker::setup(bool* usage_error) {
     if (!reason.empty()) return reason;
   }
   if (std::string reason = allocate_qpairs(); !reason.empty()) return reason;
+  if (std::string reason = open_worker_epoll(); !reason.empty()) return reason;
   if (std::string reason = plan_memreg_cycle(); !reason.empty()) return reason;
   if (std::string reason = check_qpair_depth(); !reason.empty()) {
     *usage_error = true;
@@ -52,6 +71,7 @@ std::string RdmaWorker::allocate_qpairs() {
     std::string message;
     host::IoQpairOpts opts;
     opts.queue_size = params_.queue_entries;
+    opts.completion_events = sleeper_.mode != CompletionMode::poll;
     auto qpair = params_.controller->alloc_io_qpair(opts, &message);
     if (!qpair) {
       return core_.who() + "cannot allocate I/O qpair " + std::to_string(i + 1) + " of " +
@@ -79,6 +99,65 @@ std::string RdmaWorker::check_qpair_depth() const {
                            " I/O queues of depth " + std::to_string(shallowest) +
                            ", holding in all";
   return core_.check_queue_depth(uint64_t{shallowest} * qpairs, what.c_str());
+}
+
+std::string RdmaWorker::open_worker_epoll() {
+  if (sleeper_.mode == CompletionMode::poll || qpairs_.size() < 2) return "";
+  sleeper_.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (sleeper_.epoll_fd < 0) return core_.who() + "epoll_create1: " + strerror(errno);
+  for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u32 = qpair->qid();
+    if (epoll_ctl(sleeper_.epoll_fd, EPOLL_CTL_ADD, qpair->event_fd(), &event) != 0) {
+      return core_.who() + "cannot add queue pair " + std::to_string(qpair->qid()) +
+             "'s event fd to the worker's epoll set: " + strerror(errno);
+    }
+  }
+  return "";
+}
+
+void RdmaWorker::poll_or_sleep() noexcept {
+  int ran = 0;
+  for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) ran += qpair->process_completions();
+  if (ran > 0) {
+    sleeper_.idle_since_ns = 0;
+    return;
+  }
+  if (sleeper_.mode == CompletionMode::adaptive) {
+    const uint64_t now = params_.core.clock->now_ns();
+    if (sleeper_.idle_since_ns == 0) sleeper_.idle_since_ns = now;
+    if (now - sleeper_.idle_since_ns < sleeper_.adaptive_idle_ns) return;
+  }
+  sleep_until_completion();
+  sleeper_.idle_since_ns = 0;
+}
+
+void RdmaWorker::sleep_until_completion() noexcept {
+  if (qpairs_.size() == 1) {
+    (void)wait_on(*qpairs_.front(), kWaitSliceMs);
+    return;
+  }
+  // Each qpair armed by a wait that may not sleep (it polls, arms, polls again); then one
+  // sleep for all of them. The next poll looks at every qpair: which fd woke it does not matter.
+  for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) {
+    if (wait_on(*qpair, 0) > 0) return;
+  }
+  ++sleeper_.worker_sleeps;
+  epoll_event event{};
+  (void)epoll_wait(sleeper_.epoll_fd, &event, 1, kWaitSliceMs);
+}
+
+int RdmaWorker::wait_on(host::IoQpair& qpair, int timeout_ms) noexcept {
+  const Result<int> waited = qpair.wait_for_completions(timeout_ms);
+  if (waited) return *waited;
+  if (!sleeper_.wait_error_logged) {
+    sleeper_.wait_error_logged = true;  // once per worker: it polls on regardless
+    NVMF_ERRLOG(nvmf_perf, "worker %" PRIu32 ": queue pair %u: wait_for_completions: %s (%s)",
+                core_.index(), qpair.qid(), errc_name(waited.error().code),
+                waited.error().detail);
+  }
+  return 0;
 }
 
 std::string RdmaWorker::plan_memreg_cycle() {
@@ -173,6 +252,10 @@ void RdmaWorker::teardown() noexcept {
     std::lock_guard<std::mutex> lock(*params_.controller_mutex);
     qpairs_.clear();
   }
+  if (sleeper_.epoll_fd >= 0) {
+    ::close(sleeper_.epoll_fd);
+    sleeper_.epoll_fd = -1;
+  }
   for (Task& task : core_.tasks()) {
     if (task.buffer != nullptr) {
       params_.host->dma_free(task.buffer);
@@ -196,6 +279,11 @@ constexpr uint64_t host::IoQpairStats::*kSummedQpairStats[] = {
     &host::IoQpairStats::cqes_reaped,
     &host::IoQpairStats::memreg_switches,
     &host::IoQpairStats::memreg_switch_failures,
+    &host::IoQpairStats::waits,
+    &host::IoQpairStats::arms,
+    &host::IoQpairStats::sleeps,
+    &host::IoQpairStats::wakeups,
+    &host::IoQpairStats::timer_wakeups,
 };
 
 // Where the work counts go in the report.
@@ -227,6 +315,13 @@ void RdmaWorker::add_counters(Summary* summary) const noexcept {
   for (const WorkCountSource& source : kWorkCountSources) {
     summary->host_work.*source.work += qpair_stats_.*source.stats;
   }
+  HostEventCounts& events = summary->host_events;
+  events.waits += qpair_stats_.waits;
+  events.arms += qpair_stats_.arms;
+  events.sleeps += qpair_stats_.sleeps;
+  events.wakeups += qpair_stats_.wakeups;
+  events.timer_wakeups += qpair_stats_.timer_wakeups;
+  events.worker_sleeps += sleeper_.worker_sleeps;
   if (!cycle_.policies.empty()) {
     MemregSwitching& switching = summary->memreg_switching;
     switching.on = true;

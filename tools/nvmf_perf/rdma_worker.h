@@ -5,7 +5,10 @@
 // answers: busy -> retry, bad_state / disconnected (the qpair reconnects) -> retry, anything
 // else -> an error. With --memreg-switch-every the worker asks its qpairs for the next memreg
 // policy of the cycle every so often, from the run loop's tick (a submit refused while a qpair
-// drains for its switch is retried like one refused while it reconnects).
+// drains for its switch is retried like one refused while it reconnects). With --mode interrupt
+// or adaptive the qpairs are in event mode (IoQpairOpts::completion_events) and a poll that
+// finds nothing sleeps (poll_or_sleep()): on the one qpair's wait_for_completions(), or with -P 2
+// or more on the worker's own epoll set of the qpairs' event fds, after arming each.
 //
 // Threads: setup(), run() and teardown() on the worker's own thread (it owns the qpairs).
 #pragma once
@@ -49,6 +52,10 @@ class RdmaWorker final : public Worker {
 
   SubmitOutcome submit(Task& task, Error* error) noexcept;
   void poll() noexcept {
+    if (sleeper_.mode != CompletionMode::poll) {
+      poll_or_sleep();
+      return;
+    }
     for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) qpair->process_completions();
   }
   void abandon() noexcept {  // completes the rest as aborted
@@ -70,6 +77,21 @@ class RdmaWorker final : public Worker {
     bool refusal_logged = false;
   };
   std::string plan_memreg_cycle();
+
+  // --mode interrupt / adaptive. Polls every qpair; when none completed anything (adaptive:
+  // for adaptive_idle_ns), sleeps until a completion or kWaitSliceMs.
+  void poll_or_sleep() noexcept;
+  void sleep_until_completion() noexcept;
+  int wait_on(host::IoQpair& qpair, int timeout_ms) noexcept;  // callbacks run; 0 on error
+  std::string open_worker_epoll();
+  struct Sleeper {
+    CompletionMode mode = CompletionMode::poll;
+    uint64_t adaptive_idle_ns = 0;
+    uint64_t idle_since_ns = 0;  // adaptive: when the polls began to find nothing; 0: busy
+    int epoll_fd = -1;           // -P 2 or more: every qpair's event_fd()
+    uint64_t worker_sleeps = 0;  // epoll_wait() calls on epoll_fd
+    bool wait_error_logged = false;
+  };
   // The run loop's tick with switching on: switches when due, then the caller's tick.
   static void tick(void* ctx, uint64_t now_ns) noexcept;
   void switch_memreg_if_due(uint64_t now_ns) noexcept;
@@ -78,6 +100,7 @@ class RdmaWorker final : public Worker {
   std::vector<std::unique_ptr<host::IoQpair>> qpairs_;  // -P
   host::IoQpairStats qpair_stats_{};                    // summed over qpairs_ by teardown()
   MemregCycle cycle_;
+  Sleeper sleeper_;
   Ticker outer_ticker_;  // run()'s ticker, called by tick()
 };
 

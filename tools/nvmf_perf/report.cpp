@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "spec/status.h"
 
@@ -90,6 +91,29 @@ std::string per_io_line(const Summary& summary) {
     text += line;
   }
   return text + "\n";
+}
+
+// "mode interrupt: 1200 waits, 1000 sleeps (900 woken by the fd, 10 of them by a timer), 1100
+// CQ arms, 0 worker sleeps"
+std::string host_events_line(const Summary& summary) {
+  const HostEventCounts& events = summary.host_events;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "mode %s: %" PRIu64 " waits, %" PRIu64 " sleeps (%" PRIu64
+                " woken by the fd, %" PRIu64 " of them by a timer), %" PRIu64 " CQ arms, %" PRIu64
+                " worker sleeps\n",
+                summary.mode, events.waits, events.sleeps, events.wakeups, events.timer_wakeups,
+                events.arms, events.worker_sleeps);
+  return line;
+}
+
+nlohmann::ordered_json host_events_json(const HostEventCounts& events) {
+  return {{"waits", events.waits},
+          {"arms", events.arms},
+          {"sleeps", events.sleeps},
+          {"wakeups", events.wakeups},
+          {"timer_wakeups", events.timer_wakeups},
+          {"worker_sleeps", events.worker_sleeps}};
 }
 
 // "memreg switches: 40 (0 failed); time per policy: global 25.0%, sagi 25.0%, ..."
@@ -192,10 +216,13 @@ std::string format_table(const std::vector<ResultRow>& rows, const Summary& summ
                 summary.mw_bind_errors);
   table += line;
   std::snprintf(line, sizeof(line),
-                "%.2f IOPS, %.2f us CPU per I/O (%.2f s process CPU for %" PRIu64 " I/Os)\n",
-                summary.total.iops(), summary.cpu_us_per_io(), summary.cpu_s, summary.total.ios);
+                "%.2f IOPS, %.2f us CPU per I/O (%.2f s process CPU for %" PRIu64
+                " I/Os); host workers %.2f s CPU, %.2f us per I/O\n",
+                summary.total.iops(), summary.cpu_us_per_io(), summary.cpu_s, summary.total.ios,
+                summary.host_cpu_s, summary.host_cpu_us_per_io());
   table += line;
   if (summary.rdma) table += per_io_line(summary);
+  if (summary.rdma && std::string_view(summary.mode) != "poll") table += host_events_line(summary);
   if (summary.memreg_switching.on) table += memreg_switching_line(summary.memreg_switching);
   table += account_lines(summary);
   if (summary.pcie) {
@@ -232,7 +259,13 @@ nlohmann::ordered_json summary_json(const Summary& summary) {
   json["cpu_us_per_io"] = round2(summary.cpu_us_per_io());
   json["cpu_s"] = round2(summary.cpu_s);
   json["account"] = account_json(summary);
+  json["host_cpu_s"] = round2(summary.host_cpu_s);
+  json["host_cpu_us_per_io"] = round2(summary.host_cpu_us_per_io());
   if (summary.rdma) {
+    json["mode"] = summary.mode;
+    if (std::string_view(summary.mode) != "poll") {
+      json["host_events"] = host_events_json(summary.host_events);
+    }
     json["host_work"] = host_work_json(summary.host_work);
     if (summary.sim) {
       const SimWorkCounts& sim = summary.sim_work;

@@ -55,6 +55,18 @@ struct HostWorkCounts {
   uint64_t wrs() const noexcept { return sends + binds + local_invalidates; }
 };
 
+// --mode interrupt or adaptive (RDMA): what the workers' waiting cost, IoQpairStats' event
+// counters summed over their queue pairs, and with -P 2 or more the sleeps on each worker's
+// own epoll set of its queue pairs' event fds.
+struct HostEventCounts {
+  uint64_t waits = 0;          // IoQpair::wait_for_completions() calls
+  uint64_t arms = 0;           // CQ notification requests
+  uint64_t sleeps = 0;         // epoll_wait() calls on a queue pair's event fd
+  uint64_t wakeups = 0;        // ... that ended with the fd readable
+  uint64_t timer_wakeups = 0;  // ... because a queue pair's timer was due
+  uint64_t worker_sleeps = 0;  // epoll_wait() calls on a worker's set (-P 2 or more)
+};
+
 // The simulated HCAs' own work (--sim): the work requests each took (post and doorbell) and the
 // completions each wrote, the host's HCA and the target's, since the sim started (connects and
 // queue set-up included: a few hundred). The sim has no clock of its own to read: its step
@@ -132,6 +144,10 @@ struct Summary {
   // end: every thread of nvmf_perf, so with --sim the target's reactor as well, and with the
   // PCIe model the model's own work (it runs inside the workers' doorbell writes).
   double cpu_s = 0;
+  // CPU time (getrusage RUSAGE_THREAD, user + system) of the workers' threads over their runs,
+  // summed: the host side alone (worker 0 also polls the admin queue and prints the progress
+  // line), without the in-process target of --sim.
+  double host_cpu_s = 0;
   // The PCIe path (-r 'trtype:PCIe ...') only: IoQueueStats summed over the workers' queues.
   bool pcie = false;
   uint64_t bytes_copied = 0;    // through bounce buffers: 0 when the buffers are DMA memory
@@ -140,6 +156,8 @@ struct Summary {
   // The RDMA path only (-r trtype:RDMA or --sim).
   bool rdma = false;
   HostWorkCounts host_work;
+  const char* mode = "poll";  // --mode (completion_mode_name)
+  HostEventCounts host_events;  // with a mode other than poll
   bool sim = false;  // --sim: sim_work holds the simulated HCAs' counts
   SimWorkCounts sim_work;
   MemregSwitching memreg_switching;
@@ -147,6 +165,10 @@ struct Summary {
   // Microseconds of process CPU per completed I/O; 0 without I/Os.
   double cpu_us_per_io() const noexcept {
     return total.ios > 0 ? cpu_s * 1e6 / static_cast<double>(total.ios) : 0;
+  }
+  // Microseconds of the workers' CPU per completed I/O; 0 without I/Os.
+  double host_cpu_us_per_io() const noexcept {
+    return total.ios > 0 ? host_cpu_s * 1e6 / static_cast<double>(total.ios) : 0;
   }
 };
 
@@ -157,15 +179,19 @@ std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_
 
 // The table: a header, one line per row, the total with percentiles, and a footer with
 // reconnects, busy retries, QP errors and memory window bind errors, then the total IOPS with
-// the CPU time per I/O beside it, on the RDMA path the work per I/O (and with --sim the sim's
-// work steps per I/O), and on the PCIe path the bytes copied, requests split and controller
+// the CPU time per I/O beside it (the process's, then the host workers' threads'), on the RDMA
+// path the work per I/O (and with --sim the sim's work steps per I/O) and, unless --mode poll,
+// the workers' waits, and on the PCIe path the bytes copied, requests split and controller
 // resets; with --memreg-switch-every the switches and each policy's share of the time; then
 // the account (account_lines()).
 std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary);
 
 // {"iops","mibps","lat_us":{"avg","min","max","p50","p99","p999","p9999"},"ios","errors",
 //  "reconnects","verify_failures"} in that order, then "busy_retries", "qp_errors",
-// "mw_bind_errors", "cpu_us_per_io", "cpu_s" and "account" (account_json()); on the RDMA path then "host_work" (the
+// "mw_bind_errors", "cpu_us_per_io", "cpu_s", "account" (account_json()), "host_cpu_s" and
+// "host_cpu_us_per_io"; on the RDMA path then "mode" (poll, interrupt, adaptive), without poll
+// "host_events" ({"waits", "arms", "sleeps", "wakeups", "timer_wakeups", "worker_sleeps"}),
+// "host_work" (the
 // HostWorkCounts: "send", "bind_mw", "local_inv", "signaled", "fenced", "doorbells",
 // "cqes_reaped"), with --sim "sim_work" ({"host": {"wrs", "cqes"}, "target": {...}}), and
 // "per_io" (each host_work count, "wrs" = send + bind_mw + local_inv, and with --sim

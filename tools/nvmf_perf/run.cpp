@@ -187,6 +187,7 @@ int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Work
   }
   summary.reconnects = controller.stats().reconnects;
   summary.rdma = true;
+  summary.mode = completion_mode_name(settings.mode);
   if (sim != nullptr) {
     summary.sim = true;
     sim_work_of(sim->host_counters(), &summary.sim_work.host_wrs, &summary.sim_work.host_cqes);

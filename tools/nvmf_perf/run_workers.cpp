@@ -277,6 +277,7 @@ Summary summarize(const std::vector<std::unique_ptr<Worker>>& workers, std::vect
     core.merge_latency_into(&total_latency);
     summary.total.elapsed_s = std::max(summary.total.elapsed_s, core.elapsed_s());
     summary.busy_retries += core.busy_retries();
+    summary.host_cpu_s += core.cpu_s();
     summary.account.merge(core.account());
     worker->add_counters(&summary);
   }
@@ -302,6 +303,10 @@ nlohmann::ordered_json config_json(const Settings& settings, uint32_t ns_count,
   if (settings.memreg_switch_every_s > 0) {
     config["memreg_switch_every_s"] = settings.memreg_switch_every_s;
     config["memreg_switch_policies"] = settings.memreg_switch_policies;
+  }
+  if (!settings.pcie) config["mode"] = completion_mode_name(settings.mode);
+  if (settings.mode == CompletionMode::adaptive) {
+    config["adaptive_idle_us"] = settings.adaptive_idle_us;
   }
   config["verify"] = settings.verify;
   config["seed"] = settings.seed;

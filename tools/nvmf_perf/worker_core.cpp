@@ -1,5 +1,7 @@
 #include "worker_core.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -256,6 +258,15 @@ std::vector<ResultRow> WorkerCore::rows() const {
 
 void WorkerCore::merge_latency_into(LatencyHistogram* total) const noexcept {
   for (const NsState& ns : namespaces_) total->merge(ns.histogram);
+}
+
+double thread_cpu_s() noexcept {
+  rusage usage{};
+  if (getrusage(RUSAGE_THREAD, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 double WorkerCore::elapsed_s() const noexcept {

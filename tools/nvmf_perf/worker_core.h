@@ -79,6 +79,9 @@ enum class SubmitOutcome : uint8_t {
   refused,    // refused for good (*error says why): an I/O error, the task retires
 };
 
+// CPU seconds (user + system) the calling thread has used so far: getrusage(RUSAGE_THREAD).
+double thread_cpu_s() noexcept;
+
 struct WorkerCoreParams {
   uint32_t index = 0;    // this worker
   uint32_t workers = 1;  // all of them (--verify slices the namespaces among them)
@@ -177,6 +180,8 @@ class WorkerCore {
   void merge_latency_into(LatencyHistogram* total) const noexcept;
   uint64_t busy_retries() const noexcept { return busy_retries_; }
   double elapsed_s() const noexcept;
+  // CPU seconds of the worker's thread over run() (thread_cpu_s()).
+  double cpu_s() const noexcept { return cpu_s_; }
   // Every I/O handed to the queue, and how it ended; in_flight: those still outstanding.
   IoAccount account() const noexcept {
     IoAccount account = account_;
@@ -222,12 +227,14 @@ class WorkerCore {
   IoAccount account_;  // in_flight comes from in_flight_
   uint64_t start_ns_ = 0;
   uint64_t end_ns_ = 0;
+  double cpu_s_ = 0;
   LiveCounters live_;
 };
 
 template <typename Path>
 void WorkerCore::run(Path& path, uint64_t deadline_ns, const Ticker& ticker) noexcept {
   start_ns_ = clock_.now_ns();
+  const double cpu_start_s = thread_cpu_s();
   for (Task& task : tasks_) start(path, task);
   uint64_t drain_deadline_ns = 0;
   for (;;) {
@@ -247,6 +254,7 @@ void WorkerCore::run(Path& path, uint64_t deadline_ns, const Ticker& ticker) noe
     }
   }
   end_ns_ = clock_.now_ns();
+  cpu_s_ = thread_cpu_s() - cpu_start_s;
 }
 
 template <typename Path>

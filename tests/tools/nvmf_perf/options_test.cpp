@@ -86,6 +86,39 @@ TEST(PerfOptions, ChaosNamesFaultsOfTheSim) {
                  "--chaos-every-ms: 0 is not 1 or more");
 }
 
+TEST(PerfOptions, CompletionModes) {
+  Parsed parsed = parse({"--sim", "-w", "read"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.mode, CompletionMode::poll) << "polling stays the default";
+  parsed = parse({"--sim", "-w", "read", "--mode", "interrupt"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.mode, CompletionMode::interrupt);
+  parsed = parse({"--sim", "-w", "read", "--mode", "adaptive"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.mode, CompletionMode::adaptive);
+  EXPECT_EQ(parsed.settings.adaptive_idle_us, kAdaptiveIdleUsDefault);
+  parsed = parse({"--sim", "-w", "read", "--mode", "adaptive", "--adaptive-idle-us", "200"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.adaptive_idle_us, 200u);
+  for (CompletionMode mode :
+       {CompletionMode::poll, CompletionMode::interrupt, CompletionMode::adaptive}) {
+    CompletionMode back = CompletionMode::poll;
+    EXPECT_TRUE(completion_mode_parse(completion_mode_name(mode), &back));
+    EXPECT_EQ(back, mode);
+  }
+
+  expect_refused({"--sim", "-w", "read", "--mode", "spin"},
+                 "--mode: 'spin' is not one of poll, interrupt or adaptive");
+  expect_refused({"--sim", "-w", "read", "--adaptive-idle-us", "10"},
+                 "--adaptive-idle-us applies to --mode adaptive only");
+  expect_refused({"--sim", "-w", "read", "--mode", "interrupt", "--adaptive-idle-us", "10"},
+                 "--adaptive-idle-us applies to --mode adaptive only");
+  expect_refused({"--sim", "-w", "read", "--mode", "adaptive", "--adaptive-idle-us", "0"},
+                 "--adaptive-idle-us: 0 is not 1 or more");
+  expect_refused({"-r", "trtype:PCIe traddr:model", "-w", "read", "--mode", "interrupt"},
+                 "--mode applies to RDMA targets");
+}
+
 TEST(PerfOptions, TheE2eCommandLine) {
   const Parsed parsed = parse({"--sim", "-w", "randrw", "-M", "70", "-q", "32", "-o", "4096",
                                "-t", "2", "--verify", "--json", "out.json"});

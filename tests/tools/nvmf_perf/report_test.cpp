@@ -39,7 +39,8 @@ TEST(PerfReport, JsonKeysAreExact) {
                                              "ios",    "errors",     "reconnects",
                                              "verify_failures", "busy_retries",
                                              "qp_errors", "mw_bind_errors", "cpu_us_per_io",
-                                             "cpu_s", "account"};
+                                             "cpu_s", "account", "host_cpu_s",
+                                             "host_cpu_us_per_io"};
   EXPECT_EQ(keys(json), expected);
   const std::vector<std::string> latency = {"avg", "min", "max", "p50", "p99", "p999", "p9999"};
   EXPECT_EQ(keys(json["lat_us"]), latency);
@@ -83,6 +84,44 @@ TEST(PerfReport, CpuTimePerIo) {
   EXPECT_EQ(table.find("PCIe"), std::string::npos) << "RDMA runs have no PCIe line";
   EXPECT_FALSE(json.contains("bytes_copied"));
   EXPECT_EQ(Summary{}.cpu_us_per_io(), 0.0) << "no I/O: 0, not NaN";
+}
+
+TEST(PerfReport, HostCpuTimeBesideTheProcesses) {
+  Summary summary = sample();  // 200000 I/Os
+  summary.cpu_s = 0.5;
+  summary.host_cpu_s = 0.2;  // 1 us each
+  const auto json = nlohmann::json::parse(summary_json(summary).dump());
+  EXPECT_DOUBLE_EQ(json["host_cpu_s"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(json["host_cpu_us_per_io"].get<double>(), 1.0);
+  const std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("(0.50 s process CPU for 200000 I/Os); host workers 0.20 s CPU, 1.00 us "
+                       "per I/O"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(Summary{}.host_cpu_us_per_io(), 0.0) << "no I/O: 0, not NaN";
+}
+
+TEST(PerfReport, CompletionModeAndItsWaitsOnTheRdmaPath) {
+  Summary summary = sample();
+  summary.rdma = true;
+  nlohmann::ordered_json json = summary_json(summary);
+  EXPECT_EQ(json["mode"], "poll");
+  EXPECT_FALSE(json.contains("host_events")) << "poll mode waits for nothing";
+  EXPECT_EQ(format_table({}, summary).find("mode poll"), std::string::npos);
+
+  summary.mode = "interrupt";
+  summary.host_events = HostEventCounts{1200, 1100, 1000, 900, 10, 0};
+  json = summary_json(summary);
+  EXPECT_EQ(json["mode"], "interrupt");
+  EXPECT_EQ(keys(json["host_events"]),
+            (std::vector<std::string>{"waits", "arms", "sleeps", "wakeups", "timer_wakeups",
+                                      "worker_sleeps"}));
+  EXPECT_EQ(json["host_events"]["sleeps"].get<uint64_t>(), 1000u);
+  const std::string table = format_table({}, summary);
+  EXPECT_NE(table.find("mode interrupt: 1200 waits, 1000 sleeps (900 woken by the fd, 10 of them "
+                       "by a timer), 1100 CQ arms, 0 worker sleeps"),
+            std::string::npos)
+      << table;
 }
 
 TEST(PerfReport, PcieCopiesAndSplits) {
