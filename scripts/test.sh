@@ -5,6 +5,7 @@
 #   NVMF_SANITIZE  e.g. address,undefined: the main build itself with sanitizers
 #   NVMF_CI_SANITIZERS  0 leaves out the sanitizer tiers below (default 1)
 #   NVMF_FUZZ_SECONDS   seconds each fuzz target runs in the sanitizer tier (default 20)
+#   NVMF_TEST_COMPILE_FLAGS  flags for the test code only, in every build (default -O0)
 #   NVMF_CI_TSAN        0 leaves out the ThreadSanitizer tier (default 1; it runs after ASan+UBSan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,12 +37,16 @@ stage install-deps
 ./scripts/install-deps.sh
 
 BUILD_DIR="${BUILD_DIR:-build}"
+# The test code itself (not the code under test) at -O0 in every build here: about half the
+# compile time of the test files (tests/CMakeLists.txt, NVMF_TEST_COMPILE_FLAGS).
+TEST_COMPILE_FLAGS="${NVMF_TEST_COMPILE_FLAGS--O0}"
 # Debug info as line tables (-g1): backtraces, gdb's bt and sanitizer reports keep file:line,
 # and the gtest-heavy test files compile in a third less CPU than with -g (docs/testing.md,
 # "How long CI takes").
 cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
             "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+            "-DNVMF_TEST_COMPILE_FLAGS=$TEST_COMPILE_FLAGS")
 if [ -n "${NVMF_SANITIZE:-}" ]; then
   cmake_args+=("-DNVMF_SANITIZE=$NVMF_SANITIZE")
 fi
@@ -69,7 +74,8 @@ asan_tier() {
   CC=clang CXX=clang++ cmake -S . -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-    -DNVMF_FUZZ=ON -DNVMF_BUILD_BENCH=OFF "-DNVMF_FUZZ_SECONDS=${NVMF_FUZZ_SECONDS:-20}" ||
+    -DNVMF_FUZZ=ON -DNVMF_BUILD_BENCH=OFF "-DNVMF_FUZZ_SECONDS=${NVMF_FUZZ_SECONDS:-20}" \
+    "-DNVMF_TEST_COMPILE_FLAGS=$TEST_COMPILE_FLAGS" ||
     return 1
   nice -n 10 cmake --build "$asan_dir" || return 1
   echo "test.sh: the ASan+UBSan build took $(($(date +%s) - stage_began)) s"
@@ -92,7 +98,8 @@ tsan_tier() {
   CC=clang CXX=clang++ cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-    -DNVMF_SANITIZE=thread -DNVMF_BUILD_BENCH=OFF || return 1
+    -DNVMF_SANITIZE=thread -DNVMF_BUILD_BENCH=OFF "-DNVMF_TEST_COMPILE_FLAGS=$TEST_COMPILE_FLAGS" ||
+    return 1
   nice -n 10 cmake --build "$TSAN_DIR" --target "${TSAN_BINARIES[@]}" || return 1
   echo "test.sh: the TSan build took $(($(date +%s) - began)) s"
   mkdir -p "$TSAN_DIR/tsan-logs"
