@@ -30,7 +30,8 @@ TscClock& TscClock::instance() noexcept {
 bool TscClock::invariant_tsc_available() noexcept {
 #if defined(__x86_64__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_max(0x80000000, nullptr) < 0x80000007) return false;
+  // int in clang's cpuid.h, unsigned in gcc's.
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x80000007u) return false;
   __cpuid(0x80000007, eax, ebx, ecx, edx);
   return (edx & (1u << 8)) != 0;  // CPUID.80000007H:EDX[8] = invariant TSC
 #else
