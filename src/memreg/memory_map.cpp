@@ -197,6 +197,12 @@ void MemoryMap::detach(uint32_t domain) noexcept {
 
 bool MemoryMap::translate(uint32_t domain, const void* addr, size_t length,
                           Keys* keys) const noexcept {
+  KeyCache unused;
+  return translate_into(domain, addr, length, keys, &unused);
+}
+
+bool MemoryMap::translate_into(uint32_t domain, const void* addr, size_t length, Keys* keys,
+                               KeyCache* cache) const noexcept {
   if (domain >= kMaxDomains) return false;
   const Chunk* chunk = find_chunk(addr, length);
   if (chunk == nullptr) return false;
@@ -204,6 +210,7 @@ bool MemoryMap::translate(uint32_t domain, const void* addr, size_t length,
   if (registration.mr.load(std::memory_order_acquire) == nullptr) return false;
   keys->lkey = registration.lkey.load(std::memory_order_relaxed);
   keys->rkey = registration.rkey.load(std::memory_order_relaxed);
+  *cache = KeyCache{chunk->begin, chunk->size_bytes, *keys};
   return true;
 }
 

@@ -66,6 +66,22 @@ struct Keys {
   uint32_t rkey = 0;
 };
 
+// What one data-path user (a queue pair, on its one thread) keeps of its last translate() in
+// one domain: the chunk's range and keys. The next buffer is mostly in the same chunk, and
+// then needs a compare instead of a chunk search and three atomic loads. Valid as long as the
+// domain stays attached: a chunk never moves, shrinks or changes keys before (see Lifetime).
+struct KeyCache {
+  uintptr_t begin = 0;
+  size_t size_bytes = 0;  // 0: holds nothing yet
+  Keys keys;
+
+  bool holds(const void* addr, size_t length) const noexcept {
+    // Unsigned wrap makes an address below begin a huge offset, which fails the check.
+    const uintptr_t offset = reinterpret_cast<uintptr_t>(addr) - begin;
+    return offset < size_bytes && length <= size_bytes - offset;
+  }
+};
+
 class MemoryMap {
  public:
   // Errors: invalid_argument (chunk_bytes 0, access bits verbs.h does not define), and what
@@ -101,6 +117,16 @@ class MemoryMap {
   // when the range is not inside one chunk (a pointer not from allocate(), or a range running
   // past a chunk's end) or the domain is not attached.
   bool translate(uint32_t domain, const void* addr, size_t length, Keys* keys) const noexcept;
+  // The same through `cache`, which belongs to this domain and one thread: answered from it
+  // when it holds the range, else translated and the cache refilled with the chunk found.
+  bool translate(uint32_t domain, const void* addr, size_t length, Keys* keys,
+                 KeyCache* cache) const noexcept {
+    if (cache->holds(addr, length)) {
+      *keys = cache->keys;
+      return true;
+    }
+    return translate_into(domain, addr, length, keys, cache);
+  }
   // The MR of the chunk holding `addr` in `domain` (to bind memory windows); nullptr if none.
   // Valid until detach(domain) or the map's destruction.
   const verbs::MemoryRegion* region_of(uint32_t domain, const void* addr) const noexcept;
@@ -125,6 +151,9 @@ class MemoryMap {
   void* take_from_chunk(Chunk& chunk, size_t size_bytes) noexcept;
   void return_to_chunk(Chunk& chunk, size_t offset, size_t size_bytes) noexcept;
 
+  // translate() that also fills *cache with the chunk's range and keys.
+  bool translate_into(uint32_t domain, const void* addr, size_t length, Keys* keys,
+                      KeyCache* cache) const noexcept;
   // Lock-free: the published chunk whose bytes include [addr, addr + length), or nullptr.
   const Chunk* find_chunk(const void* addr, size_t length) const noexcept;
 

@@ -76,6 +76,36 @@ void fail(Request& req, const spec::Status& status) noexcept {
 
 }  // namespace
 
+// Here rather than in target.cpp so that advance() below inlines it: the I/O path finishes
+// every command through it.
+void detail::finish(Request& req) noexcept {
+  Qpair& qpair = *req.qpair;
+  req.rsp.cid = req.cmd.cid;
+  req.rsp.sqid = qpair.qid_;
+  // With SQ flow control disabled SQHD is not maintained; FFFFh as the Linux target reports.
+  req.rsp.sqhd = qpair.sq_flow_control_disabled_ ? 0xFFFF : qpair.sq_head_;
+  req.rsp.status = static_cast<uint16_t>(req.rsp.status & ~1u);  // phase tag: PCIe only
+  assert(qpair.outstanding_ > 0);
+  --qpair.outstanding_;
+  req.state = RequestState::free;
+  qpair.ops_.request_complete(qpair.ops_.ctx, req);
+}
+
+// Here rather than in poll_group.cpp, and inline: execute_io() looks up every command's
+// namespace, and a call per command costs as much as the lookup.
+inline PollGroup::NsSlot* PollGroup::lookup_namespace(Subsystem& subsystem,
+                                                      uint32_t nsid) noexcept {
+  if (subsystem.id() >= subsystems_.size()) return nullptr;
+  SubsystemSlot& slot = subsystems_[subsystem.id()];
+  if (slot.subsystem == nullptr) return nullptr;  // no I/O queue of it connected here
+  // One acquire load per command: a namespace added or removed since the last look makes this
+  // reactor refresh its table first (control path, rare).
+  if (slot.generation != subsystem.ns_generation()) refresh_namespaces(slot);
+  if (nsid == 0 || nsid > slot.ns.size()) return nullptr;
+  NsSlot& ns = slot.ns[nsid - 1];
+  return ns.lane ? &ns : nullptr;
+}
+
 void PollGroup::execute_io(Request& req) noexcept {
   Qpair& qpair = *req.qpair;
   Controller& controller = *qpair.controller_;
@@ -218,7 +248,7 @@ bool PollGroup::prepare_dsm_range(Request& req) noexcept {
   return false;
 }
 
-bool PollGroup::submit(Request& req) noexcept {
+inline bool PollGroup::submit(Request& req) noexcept {
   bdev::IoChannel& channel = *req.lane->channel;
   auto submitted = channel.submit(req.bdev_io);
   if (submitted) {
@@ -242,7 +272,7 @@ bool PollGroup::submit(Request& req) noexcept {
   return true;
 }
 
-void PollGroup::advance(Request& req) noexcept {
+inline void PollGroup::advance(Request& req) noexcept {
   for (;;) {
     switch (req.state) {
       case RequestState::need_bdev:
@@ -282,7 +312,10 @@ void PollGroup::bdev_done(bdev::BdevIo& io, void* ctx) noexcept {
   if (req.qpair->state_ == QpairState::abandoned) return group.drop_late_completion(req);
   --req.qpair->in_bdev_;
   --group.in_bdev_;
-  req.rsp.set_status(map_io_status(io));
+  // The status is still success here (execute() cleared rsp, and a failed range ends a
+  // Dataset Management command): only a failure needs mapping and encoding.
+  assert(req.rsp.status == 0);
+  if (io.status != bdev::IoStatus::success) req.rsp.set_status(map_io_status(io));
   req.state = RequestState::bdev_done;
   group.advance(req);
 }

@@ -68,18 +68,6 @@ void PollGroup::prepare_subsystem(Subsystem& subsystem) {
   if (slot.generation != subsystem.ns_generation()) refresh_namespaces(slot);
 }
 
-PollGroup::NsSlot* PollGroup::lookup_namespace(Subsystem& subsystem, uint32_t nsid) noexcept {
-  if (subsystem.id() >= subsystems_.size()) return nullptr;
-  SubsystemSlot& slot = subsystems_[subsystem.id()];
-  if (slot.subsystem == nullptr) return nullptr;  // no I/O queue of it connected here
-  // One acquire load per command: a namespace added or removed since the last look makes this
-  // reactor refresh its table first (control path, rare).
-  if (slot.generation != subsystem.ns_generation()) refresh_namespaces(slot);
-  if (nsid == 0 || nsid > slot.ns.size()) return nullptr;
-  NsSlot& ns = slot.ns[nsid - 1];
-  return ns.lane ? &ns : nullptr;
-}
-
 void PollGroup::refresh_namespaces(SubsystemSlot& slot) noexcept {
   Subsystem& subsystem = *slot.subsystem;
   uint64_t generation = 0;

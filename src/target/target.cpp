@@ -137,18 +137,7 @@ void zero_request(Request& req) noexcept {
   for (unsigned i = 0; i < req.iovcnt; ++i) std::memset(req.iov[i].iov_base, 0, req.iov[i].iov_len);
 }
 
-void finish(Request& req) noexcept {
-  Qpair& qpair = *req.qpair;
-  req.rsp.cid = req.cmd.cid;
-  req.rsp.sqid = qpair.qid_;
-  // With SQ flow control disabled SQHD is not maintained; FFFFh as the Linux target reports.
-  req.rsp.sqhd = qpair.sq_flow_control_disabled_ ? 0xFFFF : qpair.sq_head_;
-  req.rsp.status = static_cast<uint16_t>(req.rsp.status & ~1u);  // phase tag: PCIe only
-  assert(qpair.outstanding_ > 0);
-  --qpair.outstanding_;
-  req.state = RequestState::free;
-  qpair.ops_.request_complete(qpair.ops_.ctx, req);
-}
+// finish() is in io.cpp: the I/O path calls it once per command, and inlines it there.
 
 void complete_status(Request& req, const spec::Status& status) noexcept {
   req.rsp.set_status(status);

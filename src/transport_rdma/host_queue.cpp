@@ -10,6 +10,7 @@
 #include "spec/fabrics.h"
 #include "spec/rdma_cm.h"
 #include "spec/status.h"
+#include "transport_rdma/completion_batch.h"
 #include "transport_rdma/host_wr_id.h"
 
 NVMF_LOG_COMPONENT(rdma_host);
@@ -42,16 +43,18 @@ spec::Cqe make_aborted_cqe(const HostCommand& command, uint16_t sqid,
   return cqe;
 }
 
-// A send-queue WR the QP took, into the stats (HostQueueStats: what a key policy costs).
-void count_posted(const verbs::SendWr& wr, HostQueueStats* stats) noexcept {
-  switch (wr.opcode) {
-    case verbs::WrOpcode::bind_mw:
+// A send-queue WR the QP took, into the stats (HostQueueStats: what a key policy costs). By
+// its wr_id kind, which names its opcode (a bind BIND_MW, a LOCAL_INV LOCAL_INV, the capsule and
+// the drain SEND) and is a constant where post_send_wr() is inlined, unlike wr.opcode.
+void count_posted(uint64_t kind, const verbs::SendWr& wr, HostQueueStats* stats) noexcept {
+  switch (kind) {
+    case kKindBind:
       ++stats->binds_posted;
       break;
-    case verbs::WrOpcode::local_inv:
+    case kKindLocalInv:
       ++stats->local_invalidates_posted;
       break;
-    default:  // the host posts no RDMA READ / WRITE, nor SEND_WITH_INV
+    default:  // kKindCapsule, kKindDrain: the host posts no RDMA READ / WRITE, nor SEND_WITH_INV
       ++stats->sends_posted;
       break;
   }
@@ -115,7 +118,22 @@ struct HostQueue::Resources {
   uint32_t capsule_lkey = 0;
   spec::Cqe* responses = nullptr;     // commands.size() receive buffers
   uint32_t response_lkey = 0;
+  // The receive of each response buffer (index = buffer), built once: post_receive() posts it
+  // again after every response.
+  std::vector<verbs::Sge> response_sges;
+  std::vector<verbs::RecvWr> response_wrs;
   memreg::MemoryMap* map = nullptr;
+  // The SGEs of the capsule SEND post_command() builds, reused: an Sge array declared per
+  // command zeroes all 17 entries (272 bytes) where most commands fill one. The provider copies
+  // them when the WR is posted.
+  verbs::Sge send_sges[kMaxSendSges];
+  // The capsule SEND itself, reused for the same reason (a SendWr is 80 bytes): only its
+  // wr_id and num_sge change from command to command.
+  verbs::SendWr capsule_wr{
+      .opcode = verbs::WrOpcode::send, .flags = verbs::kWrSignaled, .sg_list = send_sges};
+  // The chunk of the last data buffer translated (memory_map.h): I/O buffers mostly come
+  // from one chunk.
+  memreg::KeyCache data_keys;
 
   void drop_connection() {
     id.reset();  // the QP goes with its id, before the CQ
@@ -209,6 +227,14 @@ Result<void> HostQueue::create_buffers() noexcept {
     return Unexpected(Errc::bad_state, "response buffers not registered");
   }
   res_->response_lkey = keys.lkey;
+  res_->response_sges.resize(entries);  // setup-path
+  res_->response_wrs.resize(entries);   // setup-path
+  for (uint32_t i = 0; i < entries; ++i) {
+    res_->response_sges[i] = verbs::Sge{reinterpret_cast<uint64_t>(&res_->responses[i]),
+                                        sizeof(spec::Cqe), res_->response_lkey};
+    res_->response_wrs[i] =
+        verbs::RecvWr{make_wr_id(kKindRecv, 0, 0, i), &res_->response_sges[i], 1};
+  }
 
   res_->caps = device->caps();  // setup-path: copies the device name
   memreg::KeyPolicyOpts key_opts;
@@ -260,11 +286,9 @@ Result<void> HostQueue::create_qp() noexcept {
   return {};
 }
 
-void HostQueue::post_receive(uint32_t index) noexcept {
-  verbs::Sge sge{reinterpret_cast<uint64_t>(&res_->responses[index]), sizeof(spec::Cqe),
-                 res_->response_lkey};
-  verbs::RecvWr wr{make_wr_id(kKindRecv, 0, 0, index), &sge, 1};
-  if (res_->qp->post_recv(wr)) {
+// Inline, as finish(): once per response, from handle_response().
+inline void HostQueue::post_receive(uint32_t index) noexcept {
+  if (res_->qp->post_recv(res_->response_wrs[index])) {
     ++recv_wrs_posted_;
     doorbell_due_ = true;
   } else {
@@ -272,14 +296,15 @@ void HostQueue::post_receive(uint32_t index) noexcept {
   }
 }
 
-Result<void> HostQueue::post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
-                                     uint32_t cid) noexcept {
+// Inline: the capsule SEND of every command goes through here (post_command()).
+inline Result<void> HostQueue::post_send_wr(verbs::SendWr& wr, uint8_t kind, uint32_t window,
+                                            uint32_t cid) noexcept {
   wr.wr_id = make_wr_id(kind, send_posted_, window, cid);
   auto posted = res_->qp->post_send(wr);
   if (!posted) return posted;
   send_posted_ = (send_posted_ + 1) & kSeqMask;
   doorbell_due_ = true;
-  count_posted(wr, &stats_);
+  count_posted(kind, wr, &stats_);
   return {};
 }
 
@@ -410,12 +435,6 @@ void HostQueue::handle_cm_event(const verbs::CmEvent& event) noexcept {
   }
 }
 
-HostCommand* HostQueue::get_command() noexcept {
-  HostCommand* command = free_.pop();
-  if (command != nullptr) command->state = HostCommand::State::taken;
-  return command;
-}
-
 HostCommand* HostQueue::reserved_command() noexcept {
   if (!ever_connected_ || reserved_in_use_) return nullptr;
   reserved_in_use_ = true;
@@ -434,67 +453,42 @@ void HostQueue::put_command(HostCommand& command) noexcept {
   }
 }
 
-Result<void> HostQueue::submit(HostCommand& command, DataDirection direction, const iovec* iov,
-                               int iovcnt) noexcept {
-  assert(command.state == HostCommand::State::taken);
-  if (state_ != HostQueueState::connected || in_error_) {
-    put_command(command);
-    return Unexpected(Errc::bad_state, "queue not connected");
-  }
-  // A draining queue takes no new command, but the Connect of a reconnect (reserved slot) must
-  // go out for the commands it resends to drain at all.
-  if (key_switch_ != KeySwitchState::none && command.cid != depth_) {
-    put_command(command);
-    return Unexpected(Errc::busy, "key policy switch draining");
-  }
-  if (iovcnt < 0 || static_cast<uint32_t>(iovcnt) > kMaxIovecs ||
-      (direction != DataDirection::none && iovcnt == 0)) {
-    put_command(command);
-    return Unexpected(Errc::invalid_argument, "1 to 16 iovecs");
-  }
-  command.direction = direction;
-  command.iovcnt = static_cast<uint8_t>(direction == DataDirection::none ? 0 : iovcnt);
-  for (uint32_t i = 0; i < command.iovcnt; ++i) command.iov[i] = iov[i];
-  auto posted = post_command(command);
-  if (!posted) {
-    put_command(command);
-    return posted;
-  }
-  ++outstanding_;
-  return {};
-}
-
 Result<void> HostQueue::post_command(HostCommand& command) noexcept {
+  // res_ loaded once: the compiler would load it again after each store through a pointer.
+  Resources& res = *res_;
   const uint32_t index = command.cid;
-  uint8_t* capsule = res_->capsules + size_t{index} * kCapsuleStride;
+  uint8_t* capsule = res.capsules + size_t{index} * kCapsuleStride;
   spec::Sqe& sqe = command.sqe;
   sqe.cid = command.cid;
   sqe.set_psdt(spec::psdt::sgl_mptr_contiguous);
   command.window = memreg::kNoWindow;
 
-  verbs::Sge sges[kMaxSendSges];
-  sges[0] = verbs::Sge{reinterpret_cast<uint64_t>(capsule), sizeof(spec::Sqe), res_->capsule_lkey};
+  verbs::Sge* sges = res.send_sges;
+  sges[0] = verbs::Sge{reinterpret_cast<uint64_t>(capsule), sizeof(spec::Sqe), res.capsule_lkey};
   uint32_t sge_count = 1;
 
   const iovec* iov = command.iov;
   const int iovcnt = command.iovcnt;
+  // The data's size decides only whether a write goes in the capsule.
   uint64_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
-  const uint32_t domain = res_->domain.index;
-  const memreg::MemoryMap& map = *res_->map;
-  memreg::KeyPolicy& keys = *res_->keys;
+  if (command.direction == DataDirection::host_to_controller) {
+    for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  }
+  const uint32_t domain = res.domain.index;
+  const memreg::MemoryMap& map = *res.map;
+  memreg::KeyPolicy& keys = *res.keys;
   bool in_capsule = false;
+  uint32_t window = memreg::kNoWindow;  // the window a per-I/O key policy bound for this command
 
-  memreg::KeyPolicy::Grant grant;
   if (command.direction == DataDirection::none) {
     // No data: a keyed descriptor of length 0, as the Linux host sends.
     sqe.sgl1 = spec::make_keyed_data_block(0, 0, 0, false);
   } else if (command.direction == DataDirection::host_to_controller && total <= in_capsule_limit_ &&
-             static_cast<uint32_t>(iovcnt) + 1 <= res_->max_send_sges) {
+             static_cast<uint32_t>(iovcnt) + 1 <= res.max_send_sges) {
     // In-capsule data gathered straight from the caller's buffers.
     for (int i = 0; i < iovcnt; ++i) {
       memreg::Keys chunk_keys;
-      if (!map.translate(domain, iov[i].iov_base, iov[i].iov_len, &chunk_keys)) {
+      if (!map.translate(domain, iov[i].iov_base, iov[i].iov_len, &chunk_keys, &res.data_keys)) {
         return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
       }
       sges[sge_count++] = verbs::Sge{reinterpret_cast<uint64_t>(iov[i].iov_base),
@@ -509,7 +503,8 @@ Result<void> HostQueue::post_command(HostCommand& command) noexcept {
     }
     const verbs::MemoryRegion* mr = map.region_of(domain, iov[0].iov_base);
     memreg::Keys chunk_keys;
-    if (mr == nullptr || !map.translate(domain, iov[0].iov_base, iov[0].iov_len, &chunk_keys)) {
+    if (mr == nullptr ||
+        !map.translate(domain, iov[0].iov_base, iov[0].iov_len, &chunk_keys, &res.data_keys)) {
       return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
     }
     const uint32_t access = command.direction == DataDirection::controller_to_host
@@ -518,49 +513,55 @@ Result<void> HostQueue::post_command(HostCommand& command) noexcept {
     auto granted = keys.grant(*mr, reinterpret_cast<uint64_t>(iov[0].iov_base),
                               static_cast<uint32_t>(iov[0].iov_len), access);
     if (!granted) return Unexpected(granted.error());
-    grant = *granted;
     sqe.sgl1 = spec::make_keyed_data_block(reinterpret_cast<uint64_t>(iov[0].iov_base),
-                                           static_cast<uint32_t>(iov[0].iov_len), grant.rkey,
-                                           grant.invalidate);
+                                           static_cast<uint32_t>(iov[0].iov_len), granted->rkey,
+                                           granted->invalidate);
+    if (granted->has_bind) {
+      // The bind goes first on the same send queue: the HCA orders it before the SEND that
+      // carries its key.
+      auto bound = post_send_wr(granted->bind, kKindBind, granted->window, command.cid);
+      if (!bound) {
+        res.keys->on_abandoned(granted->window);
+        return bound;
+      }
+      command.window = granted->window;
+    }
+    window = granted->window;
   } else {
-    spec::SglDescriptor descriptors[kMaxIovecs];
-    for (int i = 0; i < iovcnt; ++i) {
+    // The MR's keys: one descriptor in the SQE, or a Last Segment list of them written straight
+    // into the capsule, after the SQE.
+    const auto describe = [&](const iovec& buffer, spec::SglDescriptor* descriptor) {
       memreg::Keys chunk_keys;
-      if (iov[i].iov_len > spec::sgl_keyed_length_max ||
-          !map.translate(domain, iov[i].iov_base, iov[i].iov_len, &chunk_keys)) {
+      if (buffer.iov_len > spec::sgl_keyed_length_max ||
+          !map.translate(domain, buffer.iov_base, buffer.iov_len, &chunk_keys, &res.data_keys)) {
+        return false;
+      }
+      *descriptor = spec::make_keyed_data_block(reinterpret_cast<uint64_t>(buffer.iov_base),
+                                                static_cast<uint32_t>(buffer.iov_len),
+                                                chunk_keys.rkey, false);
+      return true;
+    };
+    if (iovcnt == 1) {  // most I/Os: no loop to set up
+      if (!describe(iov[0], &sqe.sgl1)) {
         return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
       }
-      descriptors[i] = spec::make_keyed_data_block(reinterpret_cast<uint64_t>(iov[i].iov_base),
-                                                   static_cast<uint32_t>(iov[i].iov_len),
-                                                   chunk_keys.rkey, false);
-    }
-    if (iovcnt == 1) {
-      sqe.sgl1 = descriptors[0];
     } else {
+      auto* list = reinterpret_cast<spec::SglDescriptor*>(capsule + sizeof(spec::Sqe));
+      for (int i = 0; i < iovcnt; ++i) {
+        if (!describe(iov[i], &list[i])) {
+          return Unexpected(Errc::invalid_argument, "buffer not from the DMA allocator");
+        }
+      }
       const uint32_t list_bytes = static_cast<uint32_t>(iovcnt) * spec::sgl_descriptor_size;
       sqe.sgl1 = spec::make_last_segment(0, list_bytes);
-      std::memcpy(capsule + sizeof(spec::Sqe), descriptors, list_bytes);
       sges[0].length += list_bytes;
     }
   }
   std::memcpy(capsule, &sqe, sizeof(spec::Sqe));
 
-  if (grant.has_bind) {
-    // The bind goes first on the same send queue: the HCA orders it before the SEND that
-    // carries its key.
-    auto bound = post_send_wr(grant.bind, kKindBind, grant.window, command.cid);
-    if (!bound) {
-      res_->keys->on_abandoned(grant.window);
-      return bound;
-    }
-    command.window = grant.window;
-  }
-  verbs::SendWr wr;
-  wr.opcode = verbs::WrOpcode::send;
-  wr.flags = verbs::kWrSignaled;
-  wr.sg_list = sges;
+  verbs::SendWr& wr = res.capsule_wr;
   wr.num_sge = sge_count;
-  auto posted = post_send_wr(wr, kKindCapsule, grant.window, command.cid);
+  auto posted = post_send_wr(wr, kKindCapsule, window, command.cid);
   if (!posted) {
     // The bind (if any) is queued: the QP must go, the window with it.
     enter_error("cannot post a command");
@@ -574,7 +575,7 @@ Result<void> HostQueue::post_command(HostCommand& command) noexcept {
   return {};
 }
 
-void HostQueue::finish(HostCommand& command, uint32_t* callbacks) noexcept {
+inline void HostQueue::finish(HostCommand& command, uint32_t* callbacks) noexcept {
   // The slot is free before the callback runs, so the callback may reuse it at once (a
   // benchmark that resubmits from its callback never sees a false busy).
   const spec::Cqe cqe = command.cqe;
@@ -692,7 +693,9 @@ void HostQueue::handle_completion(const verbs::WorkCompletion& wc, uint32_t* cal
     }
     return;
   }
-  if (kind != kKindCapsule || cid >= res_->commands.size()) return;
+  // entries_, not commands.size(): the same bound for every CID posted (the drain's kNoCid
+  // fails both), without working out the vector's size per completion.
+  if (kind != kKindCapsule || cid >= entries_) return;
   HostCommand& command = res_->commands[cid];
   if (command.state != HostCommand::State::posted) return;
   command.send_completed = true;
@@ -789,7 +792,8 @@ int HostQueue::poll(uint32_t max_completions) noexcept {
   }
   if (async_watch_.pending()) take_async_error();
   uint32_t callbacks = 0;
-  verbs::WorkCompletion wcs[kCqBatch];
+  CompletionBatch<kCqBatch> batch;
+  verbs::WorkCompletion* const wcs = batch.data();
   for (;;) {
     uint32_t want = kCqBatch;
     if (max_completions != 0) {

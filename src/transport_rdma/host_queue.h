@@ -217,7 +217,12 @@ class HostQueue {
   void set_in_capsule_limit(uint32_t bytes) noexcept { in_capsule_limit_ = bytes; }
 
   // A free command slot, or nullptr when `depth()` are outstanding (the caller says busy).
-  HostCommand* get_command() noexcept;
+  // Inline: called per I/O from another translation unit (the initiator's).
+  HostCommand* get_command() noexcept {
+    HostCommand* command = free_.pop();
+    if (command != nullptr) command->state = HostCommand::State::taken;
+    return command;
+  }
   // Returns a slot taken by get_command() that will not be submitted.
   void put_command(HostCommand& command) noexcept;
   // The slot kept for Fabrics Connect (never handed out by get_command()): the Connect of a
@@ -228,6 +233,7 @@ class HostQueue {
   // registered memory, more than 16 iovecs, several iovecs under a window policy; busy: no
   // free window (deferred); bad_state: not connected. On error the slot returns to the free
   // list (a reserved slot stays reserved).
+  // Inline (below): called per I/O from another translation unit (the initiator's).
   Result<void> submit(HostCommand& command, DataDirection direction, const iovec* iov,
                       int iovcnt) noexcept;
 
@@ -368,5 +374,36 @@ class HostQueue {
   std::unique_ptr<Resources> res_;
   IntrusiveStack<HostCommand, &HostCommand::link> free_;
 };
+
+inline Result<void> HostQueue::submit(HostCommand& command, DataDirection direction,
+                                      const iovec* iov, int iovcnt) noexcept {
+  assert(command.state == HostCommand::State::taken);
+  if (state_ != HostQueueState::connected || in_error_) {
+    put_command(command);
+    return Unexpected(Errc::bad_state, "queue not connected");
+  }
+  // A draining queue takes no new command, but the Connect of a reconnect (reserved slot) must
+  // go out for the commands it resends to drain at all.
+  if (key_switch_ != KeySwitchState::none && command.cid != depth_) {
+    put_command(command);
+    return Unexpected(Errc::busy, "key policy switch draining");
+  }
+  if (iovcnt < 0 || static_cast<uint32_t>(iovcnt) > kHostMaxIovecs ||
+      (direction != DataDirection::none && iovcnt == 0)) {
+    put_command(command);
+    return Unexpected(Errc::invalid_argument, "1 to 16 iovecs");
+  }
+  command.direction = direction;
+  command.iovcnt = static_cast<uint8_t>(direction == DataDirection::none ? 0 : iovcnt);
+  for (uint32_t i = 0; i < command.iovcnt; ++i) command.iov[i] = iov[i];
+  // One result object for every way out: built once, where the caller wants it.
+  Result<void> posted = post_command(command);
+  if (posted) {
+    ++outstanding_;
+  } else {
+    put_command(command);
+  }
+  return posted;
+}
 
 }  // namespace nvmf::transport_rdma

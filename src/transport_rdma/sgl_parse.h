@@ -41,7 +41,18 @@ struct ParsedSgl {
   uint32_t invalidate_rkey = 0;
   uint32_t in_capsule_offset = 0;
   uint32_t keyed_count = 0;
-  KeyedBlock keyed[kKeyedDescriptorsMax];
+  KeyedBlock keyed[kKeyedDescriptorsMax];  // only the first keyed_count are meaningful
+
+  // Back to "no data" without touching `keyed`: a parse per command would otherwise zero its
+  // 256 bytes each time, and nothing reads past keyed_count.
+  void clear() noexcept {
+    kind = Kind::none;
+    total_length = 0;
+    invalidate_key = false;
+    invalidate_rkey = 0;
+    in_capsule_offset = 0;
+    keyed_count = 0;
+  }
 };
 
 // `capsule_data` / `capsule_data_length`: the bytes that arrived after the 64-byte SQE (0 for

@@ -32,9 +32,19 @@ struct DeviceContext;
 struct RecvBuffer {
   WrContext ctx{WrKind::recv, this};
   uint8_t* data = nullptr;
-  uint32_t lkey = 0;
   RdmaQpair* qpair = nullptr;       // owner without SRQ; nullptr for SRQ buffers
   DeviceContext* device = nullptr;  // SRQ buffers: whose SRQ they go back to
+  // The receive that hands the buffer to the HCA, built once: it is posted again after every
+  // command (repost_recv()), and never changes.
+  verbs::Sge sge;
+  verbs::RecvWr wr;
+
+  // Setup path: the buffer is `bytes` at `memory` (registered with `lkey`).
+  void place(uint8_t* memory, uint32_t bytes, uint32_t lkey) noexcept {
+    data = memory;
+    sge = verbs::Sge{reinterpret_cast<uint64_t>(memory), bytes, lkey};
+    wr = verbs::RecvWr{reinterpret_cast<uint64_t>(&ctx), &sge, 1};
+  }
 };
 
 // Request lifecycle (STYLE 3). Each state names what it waits for; advance() moves it on.
@@ -88,6 +98,7 @@ struct DeviceContext {
   uint32_t srq_buffer_count = 0;
   env::DmaRegion data_region;
   std::unique_ptr<verbs::MemoryRegion> data_mr;
+  uint32_t data_lkey = 0;                   // data_mr's, read per data WR without a virtual call
   std::vector<uint8_t*> free_data_buffers;  // a stack, filled at creation
   bool send_with_invalidate = false;        // opts allow it and the device has MM extensions
   bool srq_dirty = false;
@@ -160,6 +171,7 @@ class RdmaQpair {
   IntrusiveList<RdmaRequest, &RdmaRequest::link> send_waiters;
   env::DmaRegion response_region;
   std::unique_ptr<verbs::MemoryRegion> response_mr;
+  uint32_t response_lkey = 0;  // response_mr's, read per response without a virtual call
   std::unique_ptr<RecvBuffer[]> recv_buffers;  // without SRQ
   env::DmaRegion recv_region;
   std::unique_ptr<verbs::MemoryRegion> recv_mr;
@@ -234,6 +246,8 @@ class RdmaPollGroup {
 
   void handle_completion(const verbs::WorkCompletion& wc) noexcept;
   void handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buffer) noexcept;
+  // The live queue pair of QP number `qp_num` (an SRQ receive names only that), or nullptr.
+  RdmaQpair* qpair_by_num(uint32_t qp_num) noexcept;
   void retire_wr(RdmaRequest& req, const WrContext& ctx, const verbs::WorkCompletion& wc) noexcept;
 
   void advance(RdmaRequest& req) noexcept;
@@ -296,6 +310,11 @@ class RdmaPollGroup {
   std::vector<std::unique_ptr<RdmaQpair>> qpairs_;
   std::vector<std::unique_ptr<RdmaQpair>> orphans_;     // see free_orphan
   std::unordered_map<uint32_t, RdmaQpair*> by_qp_num_;  // filled at accept (setup path)
+  // by_qp_num_'s last answer (nullptr: none; reset when the map changes): consecutive SRQ
+  // receives mostly come from one queue pair, and a hash lookup per command costs more than
+  // the rest of handle_recv.
+  RdmaQpair* last_found_ = nullptr;
+  uint32_t last_found_qp_num_ = 0;
   IntrusiveList<RdmaRequest, &RdmaRequest::link> buffer_waiters_;
   IntrusiveList<RdmaQpair, &RdmaQpair::dirty_link> dirty_;
   std::vector<RdmaQpair*> draining_;
@@ -304,6 +323,16 @@ class RdmaPollGroup {
   std::atomic<uint64_t> buffer_waits_{0};      // written by the owner thread only
   std::atomic<uint64_t> send_queue_waits_{0};  // written by the owner thread only
   std::atomic<uint64_t> established_notifications_{0};  // written by the owner thread only
+  // The work requests this group posts per command, reused: a verbs::SendWr (80 bytes) or an
+  // Sge array (16 entries, where a 4 KiB I/O fills one) declared per WR is zeroed each time,
+  // which costs more than the fields set. The provider copies a WR and its SGEs when it is
+  // posted, and only this thread builds them. Each is written by one function, which sets
+  // every field its opcodes read.
+  verbs::SendWr data_wr_;  // post_data_wrs(): RDMA READ / WRITE
+  verbs::Sge data_sges_[target::kRequestIovMax];
+  verbs::Sge response_sge_;
+  // post_response(): SEND / SEND_WITH_INV of the response CQE.
+  verbs::SendWr response_wr_{.flags = verbs::kWrSignaled, .sg_list = &response_sge_, .num_sge = 1};
 };
 
 }  // namespace nvmf::transport_rdma

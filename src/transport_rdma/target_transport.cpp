@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "transport_rdma/completion_batch.h"
 #include "transport_rdma/target_internal.h"
 
 NVMF_LOG_COMPONENT(rdma);
@@ -18,6 +19,15 @@ constexpr uint32_t kSqeBytes = sizeof(spec::Sqe);
 constexpr uint32_t kCqeBytes = sizeof(spec::Cqe);
 // Completions reaped per CQ poll (STYLE 4: a budget per poll, into a stack array).
 constexpr unsigned kCompletionBatch = 32;
+
+// decoded_status().is_success() read straight from the CQE's status field: SC (bits 8:1) and
+// SCT (bits 11:9) both zero. Decoding every part of the field costs more, once per response.
+constexpr uint16_t kStatusCodeAndTypeMask = 0x0FFE;
+constexpr bool succeeded(const spec::Cqe& cqe) noexcept {
+  return (cqe.status & kStatusCodeAndTypeMask) == 0;
+}
+static_assert(succeeded(spec::Cqe{}) && succeeded(spec::Cqe{.status = 1u << 15}) &&  // DNR alone
+              !succeeded(spec::Cqe{.status = 1u << 1}) && !succeeded(spec::Cqe{.status = 1u << 9}));
 }  // namespace
 
 const char* send_with_invalidate_name(SendWithInvalidate mode) noexcept {
@@ -517,6 +527,7 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
                                               verbs::kAccessLocalWrite);
   if (!data_mr) return Unexpected(data_mr.error());
   context->data_mr = std::move(*data_mr);
+  context->data_lkey = context->data_mr->lkey();
   context->free_data_buffers.reserve(opts.data_buffers_per_group);
   for (uint32_t i = opts.data_buffers_per_group; i > 0; --i) {
     context->free_data_buffers.push_back(static_cast<uint8_t*>(context->data_region.addr()) +
@@ -551,8 +562,8 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
     context->srq_buffer_count = count;
     for (uint32_t i = 0; i < count; ++i) {
       RecvBuffer& buffer = context->srq_buffers[i];
-      buffer.data = static_cast<uint8_t*>(context->recv_region.addr()) + size_t{i} * recv_bytes;
-      buffer.lkey = context->recv_mr->lkey();
+      buffer.place(static_cast<uint8_t*>(context->recv_region.addr()) + size_t{i} * recv_bytes,
+                   recv_bytes, context->recv_mr->lkey());
       buffer.device = context.get();
       repost_recv(buffer);
     }
@@ -640,6 +651,7 @@ Result<std::unique_ptr<RdmaQpair>> RdmaPollGroup::make_qpair(Connection& connect
                                                 size_t{request_count} * kCqeBytes, 0);
   if (!response_mr) return Unexpected(response_mr.error());
   qpair->response_mr = std::move(*response_mr);
+  qpair->response_lkey = qpair->response_mr->lkey();
 
   qpair->requests.reset(new RdmaRequest[request_count]);  // setup-path
   for (uint32_t i = 0; i < request_count; ++i) {
@@ -665,8 +677,8 @@ Result<std::unique_ptr<RdmaQpair>> RdmaPollGroup::make_qpair(Connection& connect
     qpair->recv_buffers.reset(new RecvBuffer[depth]);  // setup-path
     for (uint16_t i = 0; i < depth; ++i) {
       RecvBuffer& buffer = qpair->recv_buffers[i];
-      buffer.data = static_cast<uint8_t*>(qpair->recv_region.addr()) + size_t{i} * recv_bytes;
-      buffer.lkey = qpair->recv_mr->lkey();
+      buffer.place(static_cast<uint8_t*>(qpair->recv_region.addr()) + size_t{i} * recv_bytes,
+                   recv_bytes, qpair->recv_mr->lkey());
       buffer.qpair = qpair.get();
       repost_recv(buffer);
     }
@@ -728,6 +740,7 @@ void RdmaPollGroup::accept_connection(Connection& connection) noexcept {
   }
   connection.qpair = qpair.get();
   by_qp_num_[qpair->qp->qp_num()] = qpair.get();
+  last_found_ = nullptr;  // it may have named the queue pair this QP number had before
   qpairs_.push_back(std::move(qpair));
 }
 
@@ -805,6 +818,10 @@ void RdmaPollGroup::count_owned(std::atomic<uint64_t>& counter) noexcept {
 
 // ---------------------------------------------------------------------------------------
 // Poll group: data path
+//
+// The functions each command goes through are defined `inline` (this file is their only user):
+// the compiler then folds them into poll() and advance(), and a command pays a few calls
+// instead of a dozen (tools/bench/callgrind-per-io.sh counts the difference).
 
 int RdmaPollGroup::poll_fn(void* ctx, unsigned budget) noexcept {
   return static_cast<RdmaPollGroup*>(ctx)->poll(budget);
@@ -812,19 +829,20 @@ int RdmaPollGroup::poll_fn(void* ctx, unsigned budget) noexcept {
 
 int RdmaPollGroup::poll(unsigned budget) noexcept {
   int work = 0;
-  verbs::WorkCompletion completions[kCompletionBatch];
-  const unsigned batch = budget < kCompletionBatch ? budget : kCompletionBatch;
+  CompletionBatch<kCompletionBatch> batch;
+  verbs::WorkCompletion* const completions = batch.data();
+  const unsigned batch_size = budget < kCompletionBatch ? budget : kCompletionBatch;
   for (auto& device : devices_) {
     const bool interrupts = device->cq->event_fd() >= 0;
     if (interrupts) (void)device->cq->consume_event();
-    int count = device->cq->poll(std::span(completions, batch));
+    int count = device->cq->poll(std::span(completions, batch_size));
     for (int i = 0; i < count; ++i) handle_completion(completions[i]);
     work += count;
     if (interrupts) {
       // Arm, then poll once more: a completion that landed between the poll and the arm
       // raises no event, and the reactor would sleep with it in the CQ.
       (void)device->cq->arm();
-      count = device->cq->poll(std::span(completions, batch));
+      count = device->cq->poll(std::span(completions, batch_size));
       for (int i = 0; i < count; ++i) handle_completion(completions[i]);
       work += count;
     }
@@ -857,7 +875,7 @@ int RdmaPollGroup::poll(unsigned budget) noexcept {
   return work;
 }
 
-void RdmaPollGroup::handle_completion(const verbs::WorkCompletion& wc) noexcept {
+inline void RdmaPollGroup::handle_completion(const verbs::WorkCompletion& wc) noexcept {
   auto* ctx = reinterpret_cast<WrContext*>(wc.wr_id);
   if (ctx->kind == WrKind::recv) {
     handle_recv(wc, *static_cast<RecvBuffer*>(ctx->owner));
@@ -866,13 +884,13 @@ void RdmaPollGroup::handle_completion(const verbs::WorkCompletion& wc) noexcept 
   retire_wr(*static_cast<RdmaRequest*>(ctx->owner), *ctx, wc);
 }
 
-void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buffer) noexcept {
+inline void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc,
+                                       RecvBuffer& buffer) noexcept {
   RdmaQpair* qpair = buffer.qpair;
   if (qpair != nullptr) {
     --qpair->recvs_posted;
   } else {
-    auto found = by_qp_num_.find(wc.qp_num);
-    qpair = found == by_qp_num_.end() ? nullptr : found->second;
+    qpair = qpair_by_num(wc.qp_num);
   }
   if (wc.status != verbs::WcStatus::success) {
     // A flushed receive of a queue in error: SRQ buffers go back to the SRQ, a connection's
@@ -905,8 +923,17 @@ void RdmaPollGroup::handle_recv(const verbs::WorkCompletion& wc, RecvBuffer& buf
   advance(*req);
 }
 
-void RdmaPollGroup::retire_wr(RdmaRequest& req, const WrContext& ctx,
-                              const verbs::WorkCompletion& wc) noexcept {
+inline RdmaQpair* RdmaPollGroup::qpair_by_num(uint32_t qp_num) noexcept {
+  if (last_found_ != nullptr && last_found_qp_num_ == qp_num) return last_found_;
+  auto found = by_qp_num_.find(qp_num);
+  if (found == by_qp_num_.end()) return nullptr;
+  last_found_ = found->second;
+  last_found_qp_num_ = qp_num;
+  return last_found_;
+}
+
+inline void RdmaPollGroup::retire_wr(RdmaRequest& req, const WrContext& ctx,
+                                     const verbs::WorkCompletion& wc) noexcept {
   RdmaQpair& qpair = *req.qpair;
   // The request's signaled WR: the response SEND, or the last RDMA READ.
   const bool signaled_wr =
@@ -958,7 +985,6 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
   if (req.in_advance) return;
   req.in_advance = true;
   RdmaQpair& qpair = *req.qpair;
-  const RdmaTargetOpts& opts = transport_.opts();
   RdmaRequestState previous;
   do {
     previous = req.state;
@@ -982,6 +1008,7 @@ void RdmaPollGroup::advance(RdmaRequest& req) noexcept {
         req.core.length = 0;
         req.core.rsp = spec::Cqe{};
         req.buffer_count = 0;
+        const RdmaTargetOpts& opts = transport_.opts();
         SglLimits limits;
         limits.max_io_size = opts.max_io_size;
         limits.in_capsule_data_size = opts.in_capsule_data_size;
@@ -1095,7 +1122,7 @@ bool RdmaPollGroup::take_buffers(RdmaRequest& req) noexcept {
 uint32_t RdmaPollGroup::build_sges(const RdmaRequest& req, uint32_t offset, uint32_t length,
                                    verbs::Sge* sges) const noexcept {
   const uint32_t unit = transport_.opts().io_unit_size;
-  const uint32_t lkey = req.qpair->device.data_mr->lkey();
+  const uint32_t lkey = req.qpair->device.data_lkey;
   uint32_t count = 0;
   while (length > 0) {
     const uint32_t index = offset / unit;
@@ -1108,15 +1135,15 @@ uint32_t RdmaPollGroup::build_sges(const RdmaRequest& req, uint32_t offset, uint
   return count;
 }
 
-void RdmaPollGroup::post_data_wrs(RdmaRequest& req, verbs::WrOpcode opcode,
-                                  bool signal_last) noexcept {
+inline void RdmaPollGroup::post_data_wrs(RdmaRequest& req, verbs::WrOpcode opcode,
+                                         bool signal_last) noexcept {
   RdmaQpair& qpair = *req.qpair;
   const WrKind kind = opcode == verbs::WrOpcode::rdma_read ? WrKind::rdma_read : WrKind::send_side;
   uint32_t offset = 0;
   for (uint32_t i = 0; i < req.sgl.keyed_count; ++i) {
     const KeyedBlock& block = req.sgl.keyed[i];
-    verbs::Sge sges[target::kRequestIovMax];
-    verbs::SendWr wr;
+    verbs::Sge* sges = data_sges_;
+    verbs::SendWr& wr = data_wr_;
     req.wr_ctx[i].kind = kind;
     wr.wr_id = reinterpret_cast<uint64_t>(&req.wr_ctx[i]);
     wr.opcode = opcode;
@@ -1143,23 +1170,21 @@ bool RdmaPollGroup::post_reads(RdmaRequest& req) noexcept {
   return true;
 }
 
-bool RdmaPollGroup::post_response(RdmaRequest& req) noexcept {
+inline bool RdmaPollGroup::post_response(RdmaRequest& req) noexcept {
   RdmaQpair& qpair = *req.qpair;
   const bool send_data = req.core.xfer == target::XferDirection::controller_to_host &&
-                         req.sgl.kind == ParsedSgl::Kind::keyed &&
-                         req.core.rsp.decoded_status().is_success() && !req.failed;
+                         req.sgl.kind == ParsedSgl::Kind::keyed && succeeded(req.core.rsp) &&
+                         !req.failed;
   const uint32_t needed = (send_data ? req.sgl.keyed_count : 0) + 1;
   if (qpair.send_queue_used + needed > qpair.send_queue_size) return false;
   if (send_data) post_data_wrs(req, verbs::WrOpcode::rdma_write, false);
   std::memcpy(req.response, &req.core.rsp, kCqeBytes);
-  verbs::Sge sge{reinterpret_cast<uint64_t>(req.response), kCqeBytes, qpair.response_mr->lkey()};
-  verbs::SendWr wr;
+  response_sge_ =
+      verbs::Sge{reinterpret_cast<uint64_t>(req.response), kCqeBytes, qpair.response_lkey};
+  verbs::SendWr& wr = response_wr_;
   WrContext& ctx = req.wr_ctx[kWrsPerRequestMax - 1];
   ctx.kind = WrKind::send_side;
   wr.wr_id = reinterpret_cast<uint64_t>(&ctx);
-  wr.flags = verbs::kWrSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
   // The response goes only after every data WRITE of the command was posted on this QP.
   if (req.sgl.invalidate_key && qpair.device.send_with_invalidate) {
     wr.opcode = verbs::WrOpcode::send_with_inv;
@@ -1180,7 +1205,7 @@ void RdmaPollGroup::account_posted(RdmaRequest& req, uint32_t wrs, RdmaRequestSt
   mark_dirty(*req.qpair);
 }
 
-void RdmaPollGroup::release(RdmaRequest& req) noexcept {
+inline void RdmaPollGroup::release(RdmaRequest& req) noexcept {
   RdmaQpair& qpair = *req.qpair;
   DeviceContext& device = qpair.device;
   for (uint32_t i = 0; i < req.buffer_count; ++i)
@@ -1195,25 +1220,21 @@ void RdmaPollGroup::release(RdmaRequest& req) noexcept {
     // Only possible for a request that never got its turn (queue torn down).
     if (req.state == RdmaRequestState::need_buffer) buffer_waiters_.remove(req);
   }
-  req.state = RdmaRequestState::free;
-  req.sgl = ParsedSgl{};
+  req.state = RdmaRequestState::free;  // req.sgl is left as it is: the next parse resets it
   --qpair.requests_in_use;
   qpair.free_requests.push_back(req);
 }
 
-void RdmaPollGroup::repost_recv(RecvBuffer& buffer) noexcept {
-  const uint32_t bytes = kSqeBytes + transport_.opts().in_capsule_data_size;
-  verbs::Sge sge{reinterpret_cast<uint64_t>(buffer.data), bytes, buffer.lkey};
-  verbs::RecvWr wr{reinterpret_cast<uint64_t>(&buffer.ctx), &sge, 1};
+inline void RdmaPollGroup::repost_recv(RecvBuffer& buffer) noexcept {
   if (buffer.qpair == nullptr) {
     // An SRQ buffer: back to the shared queue, whatever happens to the connection it served.
-    (void)buffer.device->srq->post_recv(wr);
+    (void)buffer.device->srq->post_recv(buffer.wr);
     buffer.device->srq_dirty = true;
     return;
   }
   RdmaQpair& qpair = *buffer.qpair;
   if (qpair.state != RdmaQpairState::live) return;  // its QP is in error: nothing to receive
-  if (qpair.qp->post_recv(wr)) ++qpair.recvs_posted;
+  if (qpair.qp->post_recv(buffer.wr)) ++qpair.recvs_posted;
   mark_dirty(qpair);
 }
 
@@ -1433,6 +1454,7 @@ void RdmaPollGroup::finish_teardown(RdmaQpair& qpair) noexcept {
   qpair.state = RdmaQpairState::gone;
   if (qpair.dirty) dirty_.remove(qpair);
   by_qp_num_.erase(qpair.qp->qp_num());
+  last_found_ = nullptr;
   Connection& connection = qpair.connection;
   connection.qpair = nullptr;
   for (size_t i = 0; i < qpairs_.size(); ++i) {

@@ -238,6 +238,48 @@ TEST(MemoryMap, RangesLeavingAChunkAreRefused) {
   EXPECT_EQ(chunk_end(*map, *domain, lower), reinterpret_cast<uintptr_t>(lower + kChunkBytes));
 }
 
+// A queue pair's KeyCache (the translate() of every data buffer it sends) answers as the map
+// does: the chunk it holds from the cache, another chunk, a range leaving a chunk or memory
+// not from the map by a real translation, which refills it only when it succeeds.
+TEST(MemoryMap, TranslateThroughAKeyCacheAnswersAsTheMapDoes) {
+  SimDevice sim;
+  verbs::ProtectionDomain& pd = sim.new_pd();
+  auto map = make_map();
+  ASSERT_NE(map, nullptr);
+  auto domain = map->attach(pd);
+  ASSERT_TRUE(domain);
+  char* first = static_cast<char*>(map->allocate(kChunkBytes));
+  char* second = static_cast<char*>(map->allocate(kChunkBytes));
+  ASSERT_TRUE(first != nullptr && second != nullptr);
+  ASSERT_EQ(map->chunk_count(), 2u);
+  Keys first_keys, second_keys;
+  ASSERT_TRUE(map->translate(*domain, first, kChunkBytes, &first_keys));
+  ASSERT_TRUE(map->translate(*domain, second, kChunkBytes, &second_keys));
+  ASSERT_NE(first_keys.lkey, second_keys.lkey);
+
+  KeyCache cache;
+  Keys keys;
+  ASSERT_TRUE(map->translate(*domain, first + 4096, 4096, &keys, &cache));
+  EXPECT_EQ(keys.lkey, first_keys.lkey);
+  EXPECT_EQ(keys.rkey, first_keys.rkey);
+  EXPECT_TRUE(cache.holds(first, kChunkBytes));
+  // Ranges that leave the cached chunk are not answered from it.
+  EXPECT_FALSE(map->translate(*domain, first + kChunkBytes - 1, 2, &keys, &cache));
+  EXPECT_FALSE(map->translate(*domain, first - 1, 2, &keys, &cache));
+  EXPECT_FALSE(map->translate(*domain, first, SIZE_MAX, &keys, &cache));
+  EXPECT_TRUE(cache.holds(first, kChunkBytes)) << "a failed translation keeps the cache";
+  // Another chunk: its own keys, and the cache follows it.
+  ASSERT_TRUE(map->translate(*domain, second, 8192, &keys, &cache));
+  EXPECT_EQ(keys.lkey, second_keys.lkey);
+  EXPECT_EQ(keys.rkey, second_keys.rkey);
+  EXPECT_FALSE(cache.holds(first, 1));
+  ASSERT_TRUE(map->translate(*domain, first, 4096, &keys, &cache));
+  EXPECT_EQ(keys.lkey, first_keys.lkey);
+  int on_stack = 0;
+  EXPECT_FALSE(map->translate(*domain, &on_stack, sizeof(on_stack), &keys, &cache));
+  EXPECT_FALSE(map->translate(*domain + 1, second, 4096, &keys, &cache));
+}
+
 TEST(MemoryMap, PointersNotFromTheMapDoNotTranslate) {
   SimDevice sim;
   verbs::ProtectionDomain& pd = sim.new_pd();
