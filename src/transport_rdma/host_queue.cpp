@@ -129,8 +129,7 @@ struct HostQueue::Resources {
   verbs::Sge send_sges[kMaxSendSges];
   // The capsule SEND itself, reused for the same reason (a SendWr is 80 bytes): only its
   // wr_id and num_sge change from command to command.
-  verbs::SendWr capsule_wr{
-      .opcode = verbs::WrOpcode::send, .flags = verbs::kWrSignaled, .sg_list = send_sges};
+  verbs::SendWr capsule_wr = verbs::signaled_send(send_sges, 1);
   // The chunk of the last data buffer translated (memory_map.h): I/O buffers mostly come
   // from one chunk.
   memreg::KeyCache data_keys;

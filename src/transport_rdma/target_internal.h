@@ -332,7 +332,7 @@ class RdmaPollGroup {
   verbs::Sge data_sges_[target::kRequestIovMax];
   verbs::Sge response_sge_;
   // post_response(): SEND / SEND_WITH_INV of the response CQE.
-  verbs::SendWr response_wr_{.flags = verbs::kWrSignaled, .sg_list = &response_sge_, .num_sge = 1};
+  verbs::SendWr response_wr_ = verbs::signaled_send(&response_sge_, 1);
 };
 
 }  // namespace nvmf::transport_rdma

@@ -123,6 +123,17 @@ struct SendWr {
   } bind;
 };
 
+// A signaled SEND of `num_sge` SGEs at `sg_list`; the poster sets wr_id (and may change
+// opcode and flags, e.g. to SEND_WITH_INV).
+inline SendWr signaled_send(const Sge* sg_list, uint32_t num_sge) noexcept {
+  SendWr wr;
+  wr.opcode = WrOpcode::send;
+  wr.flags = kWrSignaled;
+  wr.sg_list = sg_list;
+  wr.num_sge = num_sge;
+  return wr;
+}
+
 struct RecvWr {
   uint64_t wr_id = 0;
   const Sge* sg_list = nullptr;
