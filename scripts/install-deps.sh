@@ -14,20 +14,25 @@ BUILD_PACKAGES=(
 # which hold libFuzzer and the sanitizers (a Recommends of clang, so --no-install-recommends
 # below would leave them out). llvm gives llvm-symbolizer for readable sanitizer reports.
 FUZZ_PACKAGES=(clang libclang-rt-dev llvm)
+# Packaging (scripts/package.sh, tests/install, the VM tier's install_rxe): dpkg-shlibdeps
+# works out the packages' Depends, systemd-analyze verifies the units (systemd is not started:
+# installing it in a container leaves the init alone).
+PACKAGING_PACKAGES=(dpkg-dev systemd)
 # VM tier (QEMU guest with soft-RoCE and VFIO; see docs/architecture.md).
 VM_PACKAGES=(
   qemu-system-x86 busybox-static cpio kmod iproute2 nvme-cli fio tshark
 )
 
 missing=()
-for package in "${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${VM_PACKAGES[@]}"; do
+for package in "${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${PACKAGING_PACKAGES[@]}" \
+               "${VM_PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$package")
   fi
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#BUILD_PACKAGES[@]} build, ${#FUZZ_PACKAGES[@]} fuzz and ${#VM_PACKAGES[@]} VM-tier packages present"
+  echo "install-deps: all ${#BUILD_PACKAGES[@]} build, ${#FUZZ_PACKAGES[@]} fuzz, ${#PACKAGING_PACKAGES[@]} packaging and ${#VM_PACKAGES[@]} VM-tier packages present"
   exit 0
 fi
 
