@@ -42,6 +42,13 @@ cd "$(dirname "$0")/../.."
 build="${1:-build-release}"
 bench="$build/tests/bench/host_stack_bench"
 [[ -x "$bench" ]] || { echo "build $bench first (ninja -C $build host_stack_bench)" >&2; exit 2; }
+# What the counts belong to: the commit of the build's source tree, and whether it was clean
+# (instruction counts do not depend on the machine's load; the compiler is in CMakeCache.txt).
+source_dir="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
+echo "commit $(git -C "$source_dir" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  "($(git -C "$source_dir" status --porcelain --untracked-files=no 2>/dev/null | wc -l) changed files)," \
+  "$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")," \
+  "$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
