@@ -10,7 +10,9 @@
 #       [--json FILE] [build-dir]     (default build-dir: build-release)
 #
 # The options go to host_stack_bench (its --ios N: exactly N I/Os in one iteration); --json
-# writes {"ios", "total", "host", "app", "target", "sim"} (instructions per I/O) to FILE too.
+# writes {"ios", "total", "host", "app", "target", "sim", "sim_host", "sim_target"}
+# (instructions per I/O; sim_host and sim_target: the sim's, by caller) and "top" (each side's
+# and the sim's largest functions, [name, own instructions per I/O]) to FILE too.
 #
 # Attribution: every call from outside the sim into a function of nvmf::verbs::sim is "sim";
 # the benchmark's own callback code (it counts the I/O and draws the next LBA from its RNG) is
@@ -140,11 +142,24 @@ host = inclusive(r"IoQpair::process_completions") - sim_by_side["host"] - app
 target = inclusive(r"Reactor::poll_once") - sim_by_side["target"]
 if ios == 0:
     print("no I/O measured"); sys.exit(1)
+def short(name):
+    return re.sub(r'[(].*', '', name.replace('(anonymous namespace)', '{anon}'))[:100]
+def own_of(side):  # [(own instructions, name)] of one side's functions, largest first
+    return sorted(((v, k) for k, v in self_cost.items()
+                   if not is_sim(k) and not is_app(k) and "nvmf::" in k and side_of(k) == side),
+                  reverse=True)
+sim_own = sorted(((v, k) for k, v in self_cost.items() if is_sim(k) or "nvmf::" not in k),
+                 reverse=True)
 if json_out:
+    top = {side: [[short(k), round(v / ios, 1)] for v, k in items[:8]]
+           for side, items in (("host", own_of("host")), ("target", own_of("target")),
+                               ("sim", sim_own))}
     with open(json_out, "w") as f:
         json.dump({"ios": ios, "total": round(total / ios, 1), "host": round(host / ios, 1),
                    "app": round(app / ios, 1), "target": round(target / ios, 1),
-                   "sim": round(sim_total / ios, 1)}, f)
+                   "sim": round(sim_total / ios, 1),
+                   "sim_host": round(sim_by_side["host"] / ios, 1),
+                   "sim_target": round(sim_by_side["target"] / ios, 1), "top": top}, f)
         f.write("\n")
 print(f"I/Os measured: {ios}")
 print(f"total instructions per I/O:       {total / ios:8.0f}")
@@ -154,16 +169,12 @@ print(f"target side per I/O:              {target / ios:8.0f}")
 print(f"simulated HCA per I/O:            {sim_total / ios:8.0f}  "
       f"(host calls {sim_by_side['host'] / ios:.0f}, target calls {sim_by_side['target'] / ios:.0f})")
 def top_of(side, count=8):
-    own = [(v, k) for k, v in self_cost.items()
-           if not is_sim(k) and not is_app(k) and "nvmf::" in k and side_of(k) == side]
     print(f"top {side} functions by own instructions per I/O:")
-    for v, k in sorted(own, reverse=True)[:count]:
-        print(f"  {v / ios:7.0f}  {re.sub(r'[(].*', '', k.replace('(anonymous namespace)', '{anon}'))[:100]}")
+    for v, k in own_of(side)[:count]:
+        print(f"  {v / ios:7.0f}  {short(k)}")
 top_of("host")
 top_of("target")
-top = sorted(((v, k) for k, v in self_cost.items() if is_sim(k) or "nvmf::" not in k),
-             reverse=True)[:5]
 print("top sim (and libc) functions by own instructions per I/O:")
-for v, k in top:
+for v, k in sim_own[:5]:
     print(f"  {v / ios:7.0f}  {re.sub(r'[(].*', '', k)[:100]}")
 PY

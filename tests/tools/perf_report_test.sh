@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# tools/bench/perf-report.sh's pure parts, on canned inputs, without a benchmark or a build:
+# usage errors, a dirty tree refused with a clear message (untracked files ignored), --dry-run
+# listing the sections and their commands, and --render writing the generated sections from a
+# canned results folder (best of the runs, spread, the commit and load line, a dirty tree and
+# failed runs said in the section) while the prose around the markers stays byte for byte.
+#   perf_report_test.sh PATH/TO/perf-report.sh
+set -u
+script="$1"
+# shellcheck source=check.sh
+. "$(dirname "$0")/check.sh"
+
+# A throw-away repository holding the script (it works in the repository it sits in).
+repo="$work/repo"
+mkdir -p "$repo/tools/bench" "$repo/docs"
+cp "$script" "$repo/tools/bench/perf-report.sh"
+sections=(machine ring bdev verbs-sim stack callgrind vm)
+{
+  echo "# Performance"
+  echo
+  echo "Prose before, kept as is: 1,234 IOPS by hand."
+  for name in "${sections[@]}"; do
+    echo
+    echo "## $name"
+    echo
+    echo "Hand-written prose above $name."
+    echo
+    echo "<!-- perf-report:BEGIN $name -->"
+    echo "OLD FIGURES of $name"
+    echo "<!-- perf-report:END $name -->"
+    echo
+    echo "Hand-written prose below $name."
+  done
+} >"$repo/docs/performance.md"
+git -C "$repo" init -q
+git -C "$repo" add -A
+git -C "$repo" -c user.name=test -c user.email=test@example.com commit -q -m canned
+pr="$repo/tools/bench/perf-report.sh"
+
+# prose FILE: the document with every generated section's body removed
+prose() { sed '/<!-- perf-report:BEGIN /,/<!-- perf-report:END /{/<!-- perf-report:/!d}' "$1"; }
+
+# --- usage
+out=$("$pr" --help 2>&1)
+check "--help exits 0" $? "$out"
+for option in --runs --seconds --only --dry-run --output --allow-dirty --vm; do
+  grep -q -- "$option" <<<"$out"
+  check "--help names $option" $? "$out"
+done
+for bad in "--runs 0" "--runs x" "--seconds 0" "--only ring,nonsense" "--frobnicate"; do
+  # shellcheck disable=SC2086 # the words of the bad usage
+  "$pr" $bad --dry-run >/dev/null 2>&1
+  rc=$?
+  check "$bad is a usage error (2)" $((rc != 2)) "exit $rc"
+done
+
+# --- --dry-run
+out=$("$pr" --dry-run --runs 3 2>&1)
+check "--dry-run exits 0" $? "$out"
+grep -q "tree: clean at" <<<"$out"
+check "--dry-run: a committed tree is clean" $? "$out"
+for name in machine ring bdev verbs-sim stack callgrind; do
+  grep -q "^section $name:" <<<"$out"
+  check "--dry-run lists section $name" $? "$out"
+done
+! grep -q "^section vm:" <<<"$out"
+check "--dry-run: no vm section without --vm" $? "$out"
+count=$(grep -c "nvmf_perf --sim " <<<"$out")
+check "--dry-run: 6 nvmf_perf runs in each of 3 rounds" $((count != 18)) "$count"
+count=$(grep -c "host_stack_bench --benchmark_min_time=5 " <<<"$out")
+check "--dry-run: 6 host_stack_bench runs in each of 3 rounds" $((count != 18)) "$count"
+for shape in "-w randread -q 1 " "-w randread -q 128 " "-w randread -q 64 " \
+  "-w randrw -M 70 -q 64 " "-w randwrite -q 64 " "-w randread -q 8 "; do
+  grep -q -- "$shape" <<<"$out"
+  check "--dry-run runs nvmf_perf $shape" $? "$out"
+done
+grep -q "ring_bench .*--benchmark_out=RAW/ring_bench-3.json --benchmark_out_format=json" <<<"$out"
+check "--dry-run: Google Benchmark writes JSON" $? "$out"
+grep -q "callgrind-per-io.sh --ios 20000 --json" <<<"$out"
+check "--dry-run calls callgrind-per-io.sh" $? "$out"
+grep -q "cmake .*-DCMAKE_BUILD_TYPE=Release" <<<"$out"
+check "--dry-run configures a Release build" $? "$out"
+out=$("$pr" --dry-run --only stack,ring --vm --seconds 2 2>&1)
+grep -q "sections ring stack vm;" <<<"$out" && ! grep -q "^section bdev:" <<<"$out"
+check "--only picks sections (and --vm adds vm)" $? "$out"
+grep -q "tests/vm/vm-run.sh .* side_by_side_rxe" <<<"$out"
+check "--vm runs side_by_side_rxe" $? "$out"
+grep -q -- "-t 2 " <<<"$out" && grep -q "host_stack_bench --benchmark_min_time=2 " <<<"$out"
+check "--seconds sets -t and the min time" $? "$out"
+[[ ! -e "$repo/build-release" ]]
+check "--dry-run builds nothing" $? "$(ls "$repo")"
+
+# --- the tree
+touch "$repo/untracked-results.txt"
+out=$("$pr" --dry-run 2>&1)
+grep -q "tree: clean" <<<"$out"
+check "untracked files do not make the tree dirty" $? "$out"
+echo "an edit" >>"$repo/docs/performance.md"
+out=$("$pr" --only machine 2>&1)
+rc=$?
+check "a dirty tree is refused (exit 2)" $((rc != 2)) "exit $rc: $out"
+grep -q "refusing to run: the tree has uncommitted changes (1 changed files" <<<"$out" &&
+  grep -q "commit first" <<<"$out"
+check "the refusal says why and what to do" $? "$out"
+[[ ! -e "$repo/build-release" ]]
+check "a refused run builds nothing" $? "$(ls "$repo")"
+out=$("$pr" --only machine --output "$work/elsewhere.md" 2>&1)
+rc=$?
+check "a dirty tree is refused with --output elsewhere too" $((rc != 2)) "exit $rc: $out"
+grep -q "refusing to run: the tree has uncommitted changes" <<<"$out" && [[ ! -e "$work/elsewhere.md" ]]
+check "... with the same message, nothing written" $? "$out"
+out=$("$pr" --only machine --allow-dirty 2>&1)
+rc=$?
+check "--allow-dirty into the document itself is refused" $((rc != 2)) "exit $rc: $out"
+grep -q "add --output FILE" <<<"$out"
+check "the --allow-dirty refusal names --output" $? "$out"
+out=$("$pr" --dry-run 2>&1)
+grep -q "tree: 1 changed files: a run refuses" <<<"$out"
+check "--dry-run says a run would refuse" $? "$out"
+git -C "$repo" diff --quiet || git -C "$repo" show HEAD:docs/performance.md >"$repo/docs/performance.md"
+
+# --- --render on canned results
+raw="$work/raw"
+mkdir -p "$raw"
+python3 - "$raw" <<'PY'
+import json, os, sys
+raw = sys.argv[1]
+tsv = []
+def put(name, obj, section, cell, rnd, rc=0):
+    if obj is not None:
+        json.dump(obj, open(os.path.join(raw, name), "w"))
+    tsv.append(f"{section}\t{cell}\t{rnd}\t{rc}\t{name}")
+def gb(rows):  # Google Benchmark's --benchmark_out JSON
+    return {"context": {"num_cpus": 2}, "benchmarks": [
+        dict({"name": n, "run_type": "iteration", "iterations": 10}, **fields) for n, fields in rows]}
+for rnd, k in ((1, 1.0), (2, 0.5)):  # round 2 runs at half the rate: the best is round 1's
+    put(f"ring_bench-{rnd}.json", gb([
+        ("BM_MpscRingPushPopSameThread", {"items_per_second": 50e6 * k}),
+        ("BM_MpscRingCrossThread/real_time", {"items_per_second": 20e6 * k}),
+        ("BM_ReactorSendAndRunSameThread", {"items_per_second": 10e6 * k}),
+        ("BM_ReactorSendCrossThread/real_time", {"items_per_second": 8e6 * k})]),
+        "ring", "ring_bench", rnd)
+    put(f"bdev_bench-{rnd}.json", gb([
+        (f"BM_{b}4k/qd:{qd}", {"items_per_second": base * (2 if qd == 32 else 1) * k})
+        for b, base in (("NullRead", 10e6), ("NullWrite", 12.5e6), ("MallocRead", 1.6e6),
+                        ("MallocWrite", 1.25e6)) for qd in (1, 32)]), "bdev", "bdev_bench", rnd)
+    put(f"verbs_sim_bench-{rnd}.json", gb([
+        ("BM_SimSendRecv/64", {"items_per_second": 9e6 * k, "bytes_per_second": 576e6 * k}),
+        ("BM_SimSendRecv/4096", {"items_per_second": 4e6 * k, "bytes_per_second": 16.4e9 * k}),
+        ("BM_SimRdmaWrite/4096", {"items_per_second": 5e6 * k, "bytes_per_second": 20.5e9 * k})]),
+        "verbs-sim", "verbs_sim_bench", rnd)
+cells = [("qd1", "randread QD1"), ("qd128", "randread QD128")]
+for name, label in cells:
+    for rnd, iops in ((1, 1_500_000), (2, 2_000_000)):
+        put(f"stack-{name}-2-{rnd}.json", {
+            "iops": iops + (0 if name == "qd128" else -1_000_000), "errors": 0,
+            "verify_failures": 0, "account": {"ok": True}, "cpu_s": 12.0 - 2 * rnd,
+            "lat_us": {"p50": 10.0 + rnd, "p99": 20.0 + rnd, "p999": 30.0 + rnd}},
+            "stack", f"{name}/2", rnd)
+        put(f"stack-{name}-1-{rnd}.json", gb([("BM_FullStack/real_time", {"IOPS": iops / 2})]),
+            "stack", f"{name}/1", rnd)
+put("callgrind.json", {"ios": 20000, "total": 4090.2, "host": 441.6, "app": 51.0,
+                       "target": 977.4, "sim": 2618.0, "sim_host": 865.0, "sim_target": 1753.0,
+                       "top": {"host": [["nvmf::host::HostQueue::post_command", 142.0]],
+                               "target": [["nvmf::transport_rdma::RdmaPollGroup::advance", 408.0]],
+                               "sim": [["memcpy", 432.0]]}}, "callgrind", "default", 1)
+open(os.path.join(raw, "runs.tsv"), "w").write("\n".join(tsv) + "\n")
+load = {"before": "0.50", "after": "0.70", "date": "2026-12-01 10:00 UTC"}
+json.dump({"commit": "abc1234", "dirty": 0, "runs": 2, "seconds": 5, "min_time": "0.5",
+           "sections": ["machine", "ring", "bdev", "verbs-sim", "stack", "callgrind"],
+           "loads": {"all": load, "micro": load, "stack": dict(load, before="0.60"),
+                     "callgrind": load},
+           "phase_of": {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "stack",
+                        "callgrind": "callgrind", "vm": "vm", "machine": "all"},
+           "stack_cells": [{"name": n, "label": l} for n, l in cells],
+           "machine": {"cpu": "Canned CPU @ 1 GHz", "cores": 2, "memory": "8 GiB",
+                       "os": "Canned OS", "kernel": "6.1.0-canned", "compiler": "g++ (canned) 12.2",
+                       "build_type": "Release", "build": "build-release", "gbench": "1.7.1"}},
+          open(os.path.join(raw, "meta.json"), "w"))
+PY
+doc="$work/out.md"
+out=$("$pr" --render "$raw" --output "$doc" 2>&1)
+rc=$?
+check "--render exits 0" "$rc" "exit $rc: $out"
+diff <(prose "$repo/docs/performance.md") <(prose "$doc") >"$work/prose.diff"
+check "the prose outside the markers is kept byte for byte" $? "$(cat "$work/prose.diff")"
+[[ "$(git -C "$repo" status --porcelain --untracked-files=no)" == "" ]]
+check "--output leaves docs/performance.md alone" $? "$(git -C "$repo" status --short)"
+count=$(grep -c "OLD FIGURES" "$doc")
+check "every section run is replaced, vm (not run) kept" $((count != 1)) "$(grep "OLD FIGURES" "$doc")"
+grep -q "OLD FIGURES of vm" "$doc"
+check "the section not run keeps its figures" $? "$(cat "$doc")"
+count=$(grep -c "^_Generated by \`tools/bench/perf-report.sh\` at commit abc1234 on 2026-12-01 10:00 UTC, load 0.[56]0 -> 0.70._$" "$doc")
+check "each section says commit, date and load" $((count != 6)) "$count of 6: $(grep Generated "$doc")"
+grep -q "load 0.60 -> 0.70" "$doc"
+check "the stack section has its own phase's load" $? "$(grep Generated "$doc")"
+expect_line() {  # expect_line NAME FIXED-STRING
+  grep -qF -- "$2" "$doc"
+  check "$1" $? "no line with '$2' in: $(sed -n '/perf-report:BEGIN/,/perf-report:END/p' "$doc")"
+}
+expect_line "machine line" "Canned CPU @ 1 GHz, 2 cores, 8 GiB, Canned OS, kernel 6.1.0-canned; g++ (canned) 12.2, \`-DCMAKE_BUILD_TYPE=Release\` in \`build-release\`, Google Benchmark 1.7.1. 2 interleaved runs of each timed benchmark: ring, bdev and verbs_sim_bench with \`--benchmark_min_time=0.5\`, the full stack 5 s each."
+expect_line "ring: best of 2, time per item, spread" "| \`BM_MpscRingPushPopSameThread\` | \`try_push\` + \`try_pop\` on one thread, no cache-line transfer | 20.0 ns | 50 M/s | 50% |"
+expect_line "ring: /real_time names matched" "| \`BM_MpscRingCrossThread\` | one producer thread, one consumer thread, 4096-slot ring | 50.0 ns | 20 M/s | 50% |"
+expect_line "bdev: qd 1 and qd 32" "| null, write | 80 | 12.5 M | 25 M | 50%, 50% |"
+expect_line "verbs-sim: payload" "| \`BM_SimSendRecv/4096\` (SEND + RECV, 4 KiB) | 250 ns | 4 M/s | 16.4 GB/s | 50% |"
+expect_line "stack: 2 cores, best, median, slowest, lowest CPU share (runs under 95% counted), latency of the best run" "| randread QD128 | 2 (\`nvmf_perf --sim\`) | 2,000,000 | 1,750,000 | 1,500,000 | 25% | 80% (1 low) | 12.0 | 22.0 | 32.0 |"
+expect_line "stack: 1 core from host_stack_bench's IOPS counter" "| randread QD128 | 1 (\`host_stack_bench\`) | 1,000,000 | 875,000 | 750,000 | 25% |  |  |  |"
+expect_line "callgrind: host and budget" "| host side: libnvmf_host and the RDMA host queue | 442 | 450 |"
+expect_line "callgrind: the sim by caller" "| simulated HCA (called by the host: 865, by the target: 1,753) | 2,618 | |"
+expect_line "callgrind: top items" "| target | \`nvmf::transport_rdma::RdmaPollGroup::advance\` | 408 |"
+! grep -q "Failed runs\|NOT from a clean commit" "$doc"
+check "clean, successful results say nothing of failures" $? "$(cat "$doc")"
+# Rendering again over the output replaces the sections, nothing doubles.
+"$pr" --render "$raw" --output "$doc" >/dev/null 2>&1
+count=$(grep -c "^_Generated by" "$doc")
+check "rendering twice replaces in place" $((count != 6)) "$count"
+
+# A dirty tree's results, a failed run and a run with I/O errors.
+python3 - "$raw" <<'PY'
+import json, os, sys
+raw = sys.argv[1]
+meta = json.load(open(os.path.join(raw, "meta.json")))
+meta["dirty"] = 3
+json.dump(meta, open(os.path.join(raw, "meta.json"), "w"))
+runs = open(os.path.join(raw, "runs.tsv")).read().replace("stack\tqd1/2\t2\t0\t", "stack\tqd1/2\t2\t1\t")
+open(os.path.join(raw, "runs.tsv"), "w").write(runs)
+j = json.load(open(os.path.join(raw, "stack-qd128-2-1.json")))
+j["errors"] = 7
+json.dump(j, open(os.path.join(raw, "stack-qd128-2-1.json"), "w"))
+PY
+doc="$work/dirty.md"
+out=$("$pr" --render "$raw" --output "$doc" 2>&1)
+rc=$?
+check "--render with failed runs exits 1" $((rc != 1)) "exit $rc: $out"
+count=$(grep -c "NOT from a clean commit: the tree had 3 changed files" "$doc")
+check "every generated line says the tree was dirty" $((count != 6)) "$count: $(grep Generated "$doc")"
+grep -q "^- randread QD1, 2 cores, round 2: exit 1$" "$doc" &&
+  grep -q "^- randread QD128, 2 cores, round 1: 7 errors" "$doc"
+check "failed runs are listed in their section" $? "$(sed -n '/BEGIN stack/,/END stack/p' "$doc")"
+expect_line "a failed run is left out of the best" "| randread QD128 | 2 (\`nvmf_perf --sim\`) | 2,000,000 (1 of 2 runs) |"
+out=$("$pr" --render "$raw" 2>&1)
+rc=$?
+check "a dirty tree's results are not rendered into the document" $((rc != 2)) "exit $rc: $out"
+[[ "$(git -C "$repo" status --porcelain --untracked-files=no)" == "" ]]
+check "... and the document is untouched" $? "$(git -C "$repo" status --short)"
+
+# A document without a section's markers: an error, nothing written.
+doc="$work/nomarkers.md"
+grep -v "perf-report:.* stack -->" "$repo/docs/performance.md" >"$doc"
+cp "$doc" "$work/nomarkers.before"
+out=$("$pr" --render "$raw" --output "$doc" 2>&1)
+rc=$?
+check "missing markers: exit 2" $((rc != 2)) "exit $rc: $out"
+grep -q "no <!-- perf-report:BEGIN stack -->" <<<"$out"
+check "missing markers are named" $? "$out"
+cmp -s "$doc" "$work/nomarkers.before"
+check "missing markers: nothing written" $? "$(diff "$work/nomarkers.before" "$doc")"
+
+check_summary perf_report

@@ -1,0 +1,630 @@
+#!/usr/bin/env bash
+# usage: tools/bench/perf-report.sh [OPTIONS]    (regenerates docs/performance.md; ~10 min)
+#
+# Regenerates every generated table of docs/performance.md from a clean commit: builds what it
+# needs in a Release build folder, runs the benchmarks, and replaces each section between
+#   <!-- perf-report:BEGIN NAME -->  and  <!-- perf-report:END NAME -->
+# in place (the prose around them stays), each with a line naming the commit, the date and
+# the machine's load before and after its runs. Sections (NAME):
+#   machine    CPU model, cores, memory, OS, kernel, compiler, build type
+#   ring       reactor messages: tests/bench/ring_bench
+#   bdev       block devices: tests/bench/bdev_bench
+#   verbs-sim  the simulated HCA: tests/bench/verbs_sim_bench
+#   stack      the full stack in process, 4 KiB on a null namespace: QD1, QD128 and the four
+#              seed workloads of the VM side-by-side run, each on one core (host_stack_bench:
+#              host, sim and the target's reactor polled in turn from one thread) and on two
+#              (nvmf_perf --sim -c 1: one host worker, the target's reactor on its own thread)
+#   callgrind  instructions per I/O per side and the top items (tools/bench/callgrind-per-io.sh)
+#   vm         with --vm only: the VM side-by-side run (tests/vm/vm-run.sh side_by_side_rxe),
+#              its logs/side_by_side.md as is
+# Timed runs are interleaved: each of N rounds runs every benchmark of the section once,
+# forward in odd rounds and backward in even ones, so drift favours none; the tables give the
+# best of the N runs and their spread. Google Benchmark and nvmf_perf write JSON
+# (--benchmark_out, --json); nothing is read off the screen.
+#
+# Options:
+#   --build-dir DIR   Release build folder (build-release); configured if missing, refused
+#                     if it is another build type; the targets are (re)built every run
+#   --runs N          interleaved runs of every timed benchmark (5)
+#   --seconds S       -t of each nvmf_perf run and min time of each host_stack_bench run (5)
+#   --min-time S      --benchmark_min_time of ring, bdev and verbs_sim_bench (1)
+#   --callgrind-ios N I/Os of the callgrind run (20000)
+#   --only LIST       comma-separated sections to regenerate (default: all but vm)
+#   --vm              also the VM side-by-side run (about 5 min; needs QEMU, see tests/vm)
+#   --output FILE     write FILE instead of docs/performance.md (updated in place if it
+#                     exists, else made from docs/performance.md)
+#   --allow-dirty     run on a tree with uncommitted changes (a trial: refused with the
+#                     document itself as the output; every generated line says so)
+#   --keep DIR        keep the raw results (meta.json, runs.tsv, each run's JSON and log)
+#   --render DIR      only write the sections from raw results kept with --keep
+#   --build-lock FILE run cmake and ninja under flock FILE (a shared machine's build lock)
+#   --vm-lock FILE    run the VM under flock FILE
+#   --dry-run         print the sections and every command a run would make, run nothing
+#   -h, --help        this text
+# Exit status: 0 when written; 1 when a benchmark failed (the sections are written, the
+# failures listed in them); 2 on bad usage, a dirty tree, a failed build or a missing marker.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+doc=docs/performance.md
+all_sections=(machine ring bdev verbs-sim stack callgrind vm)
+say() { echo "perf-report: $*" >&2; }
+die() { say "$*"; exit 2; }
+usage() { sed -n '2,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+
+build="build-release"
+runs=5
+seconds=5
+min_time=1
+callgrind_ios=20000
+only=""
+vm=0
+output=""
+allow_dirty=0
+keep=""
+render_dir=""
+build_lock=""
+vm_lock=""
+dry_run=0
+need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (--help)"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) need "$@"; build="$2"; shift 2 ;;
+    --runs) need "$@"; runs="$2"; shift 2 ;;
+    --seconds) need "$@"; seconds="$2"; shift 2 ;;
+    --min-time) need "$@"; min_time="$2"; shift 2 ;;
+    --callgrind-ios) need "$@"; callgrind_ios="$2"; shift 2 ;;
+    --only) need "$@"; only="$2"; shift 2 ;;
+    --vm) vm=1; shift ;;
+    --output) need "$@"; output="$2"; shift 2 ;;
+    --allow-dirty) allow_dirty=1; shift ;;
+    --keep) need "$@"; keep="$2"; shift 2 ;;
+    --render) need "$@"; render_dir="$2"; shift 2 ;;
+    --build-lock) need "$@"; build_lock="$2"; shift 2 ;;
+    --vm-lock) need "$@"; vm_lock="$2"; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h | --help) usage 0 ;;
+    *) die "unknown argument '$1' (--help)" ;;
+  esac
+done
+whole() {  # whole OPTION VALUE MIN: VALUE is a whole number >= MIN, or exit 2
+  if ! [[ "$2" =~ ^[0-9]+$ ]] || (($2 < $3)); then die "$1: '$2' is not a whole number >= $3"; fi
+}
+whole --runs "$runs" 1
+whole --seconds "$seconds" 1
+whole --callgrind-ios "$callgrind_ios" 1
+[[ "$min_time" =~ ^[0-9]*\.?[0-9]+$ && "$min_time" =~ [1-9] ]] ||
+  die "--min-time: '$min_time' is not a positive number of seconds"
+
+# The sections to regenerate, in document order.
+sections=()
+if [[ -n "$only" ]]; then
+  IFS=, read -ra wanted <<<"$only"
+  for name in "${wanted[@]}"; do
+    [[ " ${all_sections[*]} " == *" $name "* ]] || die "--only: '$name' is not one of ${all_sections[*]}"
+  done
+  for name in "${all_sections[@]}"; do
+    [[ ",$only," != *",$name,"* ]] || sections+=("$name")
+  done
+  if ((vm)) && [[ " ${sections[*]} " != *" vm "* ]]; then sections+=(vm); fi
+else
+  sections=(machine ring bdev verbs-sim stack callgrind)
+  ((!vm)) || sections+=(vm)
+fi
+has() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+
+if [[ -z "$output" ]]; then output="$doc"; fi
+output_is_doc() { [[ "$(realpath -m "$output")" == "$(realpath -m "$doc")" ]]; }
+# Changed tracked files (untracked ones are ignored: they are not in the commit's build, and a
+# results folder may sit in the tree).
+dirty_count() { git status --porcelain --untracked-files=no 2>/dev/null | wc -l; }
+
+# ---- rendering: the sections from a raw results folder into $output (pure: no benchmark)
+render() {  # render RAW-DIR
+  [[ -f "$output" ]] || cp "$doc" "$output"
+  python3 - "$1" "$output" <<'PY'
+import json, os, re, statistics, sys
+
+raw, out_path = sys.argv[1:3]
+meta = json.load(open(os.path.join(raw, "meta.json")))
+runs = {}  # (section, cell) -> [{"round", "rc", "file"}]
+with open(os.path.join(raw, "runs.tsv")) as f:
+    for line in f:
+        if not line.strip():
+            continue
+        section, cell, rnd, rc, name = line.rstrip("\n").split("\t")
+        runs.setdefault((section, cell), []).append(
+            {"round": int(rnd), "rc": int(rc), "file": os.path.join(raw, name)})
+failures = []
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+def si(x, digits=3):
+    """1234567 -> '1.23 M', 45600 -> '45.6 k'."""
+    for factor, unit in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if x >= factor:
+            return f"{x / factor:.{digits}g}{unit}"
+    return f"{x:.{digits}g}"
+
+def ns(seconds):
+    x = seconds * 1e9
+    return f"{x:.1f} ns" if x < 100 else f"{x:.0f} ns"
+
+def spread(values):
+    """(max - min) / max of the runs, in percent."""
+    return 0.0 if not values or max(values) == 0 else 100.0 * (max(values) - min(values)) / max(values)
+
+def gbench_rates(section, binary):
+    """name -> [items_per_second per run] (and bytes_per_second), from each run's JSON."""
+    items, bytes_ = {}, {}
+    for r in runs.get((section, binary), []):
+        j = load_json(r["file"])
+        if r["rc"] != 0 or j is None:
+            failures.append(f"{binary} round {r['round']}: exit {r['rc']}"
+                            + ("" if j is not None else ", no JSON"))
+            continue
+        for b in j.get("benchmarks", []):
+            if b.get("run_type", "iteration") != "iteration":
+                continue
+            name = re.sub(r"/(real_time|process_time)$", "", b["name"])
+            if b.get("error_occurred"):
+                failures.append(f"{binary} {name} round {r['round']}: {b.get('error_message')}")
+                continue
+            items.setdefault(name, []).append(float(b.get("items_per_second", 0)))
+            if "bytes_per_second" in b:
+                bytes_.setdefault(name, []).append(float(b["bytes_per_second"]))
+    return items, bytes_
+
+def best_and_spread(values):
+    return max(values), spread(values)
+
+RING = [("BM_MpscRingPushPopSameThread",
+         "`try_push` + `try_pop` on one thread, no cache-line transfer"),
+        ("BM_MpscRingCrossThread", "one producer thread, one consumer thread, 4096-slot ring"),
+        ("BM_ReactorSendAndRunSameThread",
+         "`Reactor::send` + `poll_once` running the message (harness)"),
+        ("BM_ReactorSendCrossThread", "`send` from a thread to a reactor thread in poll mode")]
+
+def ring_section():
+    items, _ = gbench_rates("ring", "ring_bench")
+    n = meta["runs"]
+    rows = [f"| benchmark | what it measures | time per item | items per second, best of {n} "
+            "| spread of the runs |", "|---|---|---|---|---|"]
+    for name, what in RING:
+        if name not in items:
+            failures.append(f"ring_bench: no result for {name}")
+            continue
+        best, sp = best_and_spread(items[name])
+        rows.append(f"| `{name}` | {what} | {ns(1 / best)} | {si(best)}/s | {sp:.0f}% |")
+    return rows
+
+BDEV = [("null, read", "BM_NullRead4k"), ("null, write", "BM_NullWrite4k"),
+        ("malloc, read", "BM_MallocRead4k"), ("malloc, write", "BM_MallocWrite4k")]
+
+def bdev_section():
+    items, _ = gbench_rates("bdev", "bdev_bench")
+    n = meta["runs"]
+    rows = [f"| backend, op | qd 1: ns per I/O | qd 1: I/O per s | qd 32: I/O per s "
+            f"| spread of the {n} runs (qd 1, qd 32) |", "|---|---|---|---|---|"]
+    for label, name in BDEV:
+        qd1, qd32 = items.get(name + "/qd:1"), items.get(name + "/qd:32")
+        if not qd1 or not qd32:
+            failures.append(f"bdev_bench: no result for {name}")
+            continue
+        rows.append(f"| {label} | {1e9 / max(qd1):.0f} | {si(max(qd1))} | {si(max(qd32))} "
+                    f"| {spread(qd1):.0f}%, {spread(qd32):.0f}% |")
+    return rows
+
+SIM = [("BM_SimSendRecv/64", "SEND + RECV, 64 B"), ("BM_SimSendRecv/4096", "SEND + RECV, 4 KiB"),
+       ("BM_SimRdmaWrite/4096", "RDMA WRITE, 4 KiB")]
+
+def sim_section():
+    items, bytes_ = gbench_rates("verbs-sim", "verbs_sim_bench")
+    n = meta["runs"]
+    rows = [f"| benchmark | per WR | WRs per second, best of {n} | payload | spread of the runs |",
+            "|---|---|---|---|---|"]
+    for name, what in SIM:
+        if name not in items:
+            failures.append(f"verbs_sim_bench: no result for {name}")
+            continue
+        best, sp = best_and_spread(items[name])
+        payload = max(bytes_.get(name, [0])) / 1e9
+        rows.append(f"| `{name}` ({what}) | {ns(1 / best)} | {si(best)}/s | {payload:.3g} GB/s "
+                    f"| {sp:.0f}% |")
+    return rows
+
+def us(x):
+    return f"{x:.1f}" if x < 1000 else f"{x:,.0f}"
+
+# A run whose process got less of its cores than this shared them with other work.
+LOW_SHARE = 0.95
+
+def stack_section():
+    n = meta["runs"]
+    rows = [f"{n} interleaved runs of each, {meta['seconds']} s each (nvmf_perf's `-t`, "
+            "host_stack_bench's `--benchmark_min_time`, wall-clock rates); latency percentiles "
+            "of the best nvmf_perf run (host_stack_bench measures none). CPU: the share of its "
+            "cores the process got over the run (process CPU over cores x wall), lowest of the "
+            f"runs; under {LOW_SHARE:.0%} something else was running, and the run's IOPS "
+            "mean little (the host worker and the reactor wait on each other: a half core "
+            "taken from one halves both).", "",
+            f"| workload (4 KiB) | cores | IOPS, best of {n} | median | slowest | spread "
+            "| CPU | p50 us | p99 us | p99.9 us |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for cell in meta["stack_cells"]:
+        for cores in ("1", "2"):
+            key = ("stack", f"{cell['name']}/{cores}")
+            iops, shares, best_lat = [], [], None
+            for r in runs.get(key, []):
+                j = load_json(r["file"])
+                where = f"{cell['label']}, {cores} core{'s' if cores == '2' else ''}, round {r['round']}"
+                if r["rc"] != 0 or j is None:
+                    failures.append(f"{where}: exit {r['rc']}" + ("" if j is not None else ", no JSON"))
+                    continue
+                if cores == "1":  # host_stack_bench: Google Benchmark's JSON
+                    marks = [b for b in j.get("benchmarks", [])
+                             if b.get("run_type", "iteration") == "iteration"]
+                    if not marks or marks[0].get("error_occurred") or "IOPS" not in marks[0]:
+                        failures.append(f"{where}: " + (marks[0].get("error_message", "no IOPS")
+                                                        if marks else "no benchmark"))
+                        continue
+                    iops.append(float(marks[0]["IOPS"]))
+                    if marks[0].get("real_time"):
+                        shares.append(float(marks[0]["cpu_time"]) / float(marks[0]["real_time"]))
+                else:  # nvmf_perf --json
+                    bad = int(j.get("errors", 0)) + int(j.get("verify_failures", 0))
+                    if bad or not j.get("account", {}).get("ok", True):
+                        failures.append(f"{where}: {j.get('errors')} errors, "
+                                        f"{j.get('verify_failures')} verify failures")
+                        continue
+                    iops.append(float(j["iops"]))
+                    if "cpu_s" in j:
+                        shares.append(float(j["cpu_s"]) / (2 * float(meta["seconds"])))
+                    if best_lat is None or j["iops"] > best_lat[0]:
+                        best_lat = (j["iops"], j["lat_us"])
+            label = cell["label"]
+            tool = "1 (`host_stack_bench`)" if cores == "1" else "2 (`nvmf_perf --sim`)"
+            if not iops:
+                rows.append(f"| {label} | {tool} | failed | | | | | | | |")
+                continue
+            lat = ["", "", ""] if best_lat is None else \
+                [us(best_lat[1][k]) for k in ("p50", "p99", "p999")]
+            runs_note = "" if len(iops) == n else f" ({len(iops)} of {n} runs)"
+            share = "" if not shares else f"{min(shares):.0%}" + \
+                (f" ({sum(x < LOW_SHARE for x in shares)} low)" if min(shares) < LOW_SHARE else "")
+            rows.append(f"| {label} | {tool} | {max(iops):,.0f}{runs_note} "
+                        f"| {statistics.median(iops):,.0f} | {min(iops):,.0f} "
+                        f"| {spread(iops):.0f}% | {share} | {' | '.join(lat)} |")
+    return rows
+
+BUDGET = {"host": "450", "target": "1,000"}
+
+def callgrind_section():
+    r = (runs.get(("callgrind", "default")) or [None])[0]
+    j = load_json(r["file"]) if r else None
+    if r is None or r["rc"] != 0 or j is None:
+        failures.append("callgrind-per-io.sh: " + ("not run" if r is None else f"exit {r['rc']}"))
+        return ["callgrind-per-io.sh failed: no figures."]
+    rows = [f"Exactly {j['ios']:,} 4 KiB random reads at QD128, `global` policy on `rxe`, one "
+            "thread (`callgrind-per-io.sh --ios`; the counts are exact, a rerun gives the same).",
+            "", "| part | instructions per I/O | budget (issue 15) |", "|---|---|---|",
+            f"| host side: libnvmf_host and the RDMA host queue | {j['host']:,.0f} | {BUDGET['host']} |",
+            f"| the benchmark's own callback (count the I/O, draw the next LBA) | {j['app']:,.0f} | |",
+            f"| target side: RDMA transport, target core, null bdev, reactor | {j['target']:,.0f} "
+            f"| {BUDGET['target']} |"]
+    sim = f"| simulated HCA"
+    if "sim_host" in j:
+        sim += f" (called by the host: {j['sim_host']:,.0f}, by the target: {j['sim_target']:,.0f})"
+    rows += [f"{sim} | {j['sim']:,.0f} | |", f"| total | {j['total']:,.0f} | |"]
+    top = j.get("top")
+    if top:
+        rows += ["", "The largest items by own instructions per I/O (inlined code counts where it "
+                 "was inlined):", "", "| side | function | instructions per I/O |", "|---|---|---:|"]
+        for side in ("host", "target", "sim"):
+            for name, count in top.get(side, [])[:5]:
+                rows.append(f"| {side} | `{name}` | {count:,.0f} |")
+    return rows
+
+def machine_section():
+    m = meta["machine"]
+    return [f"{m['cpu']}, {m['cores']} cores, {m['memory']}, {m['os']}, kernel {m['kernel']}; "
+            f"{m['compiler']}, `-DCMAKE_BUILD_TYPE={m['build_type']}` in `{m['build']}`, "
+            f"Google Benchmark {m['gbench']}. {meta['runs']} interleaved runs of each timed "
+            f"benchmark: ring, bdev and verbs_sim_bench with `--benchmark_min_time="
+            f"{meta.get('min_time', '?')}`, the full stack {meta['seconds']} s each."]
+
+def vm_section():
+    r = (runs.get(("vm", "side_by_side")) or [None])[0]
+    if r is None or r["rc"] != 0 or not os.path.exists(r["file"]):
+        failures.append("vm side_by_side_rxe: " + ("not run" if r is None else f"exit {r['rc']}"))
+        return ["The VM run failed: no figures."]
+    return open(r["file"]).read().rstrip("\n").split("\n")
+
+RENDER = {"machine": machine_section, "ring": ring_section, "bdev": bdev_section,
+          "verbs-sim": sim_section, "stack": stack_section, "callgrind": callgrind_section,
+          "vm": vm_section}
+
+text = open(out_path).read()
+for name in meta["sections"]:
+    pattern = re.compile(r"(<!-- perf-report:BEGIN %s -->\n).*?(<!-- perf-report:END %s -->)"
+                         % (re.escape(name), re.escape(name)), re.S)
+    if not pattern.search(text):
+        print(f"perf-report: {out_path} has no <!-- perf-report:BEGIN {name} --> ... "
+              f"<!-- perf-report:END {name} --> markers: nothing written", file=sys.stderr)
+        sys.exit(2)
+    before = len(failures)
+    body = RENDER[name]()
+    phase = meta["loads"][meta["phase_of"][name]]
+    line = (f"_Generated by `tools/bench/perf-report.sh` at commit {meta['commit']} on "
+            f"{phase['date']}, load {phase['before']} -> {phase['after']}")
+    if meta["dirty"]:
+        line += (f"; NOT from a clean commit: the tree had {meta['dirty']} changed files, "
+                 "so these figures belong to no commit")
+    line += "._"
+    body = [line, ""] + body
+    if len(failures) > before:
+        body += ["", "**Failed runs:**", ""] + [f"- {x}" for x in failures[before:]]
+    section = "\n".join(body) + "\n"
+    text = pattern.sub(lambda m: m.group(1) + section + m.group(2), text)
+open(out_path, "w").write(text)
+for x in failures:
+    print(f"perf-report: FAILED {x}", file=sys.stderr)
+print(f"perf-report: wrote {', '.join(meta['sections'])} into {out_path}", file=sys.stderr)
+sys.exit(1 if failures else 0)
+PY
+}
+
+if [[ -n "$render_dir" ]]; then
+  [[ -f "$render_dir/meta.json" && -f "$render_dir/runs.tsv" ]] ||
+    die "--render: $render_dir holds no meta.json and runs.tsv (made with --keep)"
+  if output_is_doc && [[ "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["dirty"])' "$render_dir/meta.json")" != 0 ]]; then
+    die "--render: $render_dir is from a tree with uncommitted changes: not written into $doc (--output elsewhere)"
+  fi
+  render "$render_dir"
+  exit $?
+fi
+
+# ---- the tree: figures name a commit, so they come from one
+dirty=$(dirty_count)
+if ((dry_run)); then
+  :  # the dry run says what a run would do with this tree
+elif ((dirty)) && ! ((allow_dirty)); then
+  git status --porcelain --untracked-files=no | head -5 | sed 's/^/  /' >&2
+  die "refusing to run: the tree has uncommitted changes ($dirty changed files in git status;" \
+    "untracked files are ignored). The figures must belong to a commit: commit first, or pass" \
+    "--allow-dirty with --output elsewhere for a trial."
+elif ((dirty)); then
+  output_is_doc && die "--allow-dirty writes only elsewhere than $doc: add --output FILE"
+  say "WARNING: the tree has $dirty uncommitted changes: these figures are NOT from a clean" \
+    "commit (every generated line says so)"
+fi
+
+# ---- the commands
+perf="$build/tools/nvmf_perf"
+stack_bench="$build/tests/bench/host_stack_bench"
+# The full stack's cells: name, label, nvmf_perf's arguments, host_stack_bench's. The seed
+# workloads are those of the VM side-by-side run (tests/vm/scenarios/side_by_side_rxe.sh), with
+# its nvmf_perf arguments: one worker at fio's total depth (2 jobs x 32 = -q 64).
+stack_cells=(
+  "qd1|randread QD1|-w randread -q 1|--queue-depth=1"
+  "qd128|randread QD128|-w randread -q 128|--queue-depth=128"
+  "randread-qd32x2|seed: randread QD32 x 2 (-q 64)|-w randread -q 64|--queue-depth=64"
+  "randrw70-qd32x2|seed: randrw 70/30 QD32 x 2 (-q 64)|-w randrw -M 70 -q 64|--queue-depth=64 --read-percent=70"
+  "randwrite-qd32x2|seed: randwrite QD32 x 2 (-q 64)|-w randwrite -q 64|--queue-depth=64 --read-percent=0"
+  "randread-qd8|seed: randread QD8 x 1 (-q 8)|-w randread -q 8|--queue-depth=8"
+)
+targets=()
+gbench=()  # section:binary, in run order
+has ring && gbench+=(ring:ring_bench)
+has bdev && gbench+=(bdev:bdev_bench)
+has verbs-sim && gbench+=(verbs-sim:verbs_sim_bench)
+for entry in "${gbench[@]}"; do targets+=("${entry#*:}"); done
+has stack && targets+=(nvmf_perf host_stack_bench)
+has callgrind && [[ " ${targets[*]-} " != *" host_stack_bench "* ]] && targets+=(host_stack_bench)
+if has vm; then
+  [[ " ${targets[*]-} " == *" nvmf_perf "* ]] || targets+=(nvmf_perf)
+  targets+=(nvmf_tgt)
+fi
+
+# show WORDS...: the command as it would be typed
+show() { local IFS=' '; printf '  %s\n' "$*"; }
+locked() {  # locked LOCK COMMAND...: COMMAND under flock LOCK when LOCK is set
+  local lock="$1"
+  shift
+  if [[ -n "$lock" ]]; then flock "$lock" "$@"; else "$@"; fi
+}
+configure_cmd=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVMF_BUILD_BENCH=ON)
+build_cmd=(ninja -C "$build" -j"$(nproc)" "${targets[@]}")
+# Each *_cmd sets cmd (the words) and out (the JSON it writes, relative to the raw folder).
+gbench_cmd() {  # gbench_cmd BINARY ROUND RAW
+  out="$1-$2.json"
+  cmd=("$build/tests/bench/$1" "--benchmark_min_time=$min_time" "--benchmark_out=$3/$out"
+       --benchmark_out_format=json)
+}
+stack_cmd() {  # stack_cmd CELL-INDEX CORES ROUND RAW
+  local name pargs sargs
+  IFS='|' read -r name _ pargs sargs <<<"${stack_cells[$1]}"
+  out="stack-$name-$2-$3.json"
+  if [[ "$2" == 2 ]]; then
+    # shellcheck disable=SC2206 # the cell's arguments are words
+    cmd=("$perf" --sim $pargs -o 4096 -c 1 -t "$seconds" --seed 1 --json "$4/$out")
+  else
+    # shellcheck disable=SC2206
+    cmd=("$stack_bench" "--benchmark_min_time=$seconds" $sargs "--benchmark_out=$4/$out"
+         --benchmark_out_format=json)
+  fi
+}
+callgrind_cmd() {  # callgrind_cmd RAW
+  out=callgrind.json
+  cmd=(tools/bench/callgrind-per-io.sh --ios "$callgrind_ios" --json "$1/$out" "$build")
+}
+vm_cmd() {  # vm_cmd RAW: the scenario writes RAW/vm/logs/side_by_side.md
+  out=vm/logs/side_by_side.md
+  cmd=()
+  [[ -z "$vm_lock" ]] || cmd=(flock "$vm_lock")
+  cmd+=(tests/vm/vm-run.sh --build-dir "$build" --results "$1/vm" side_by_side_rxe
+        "$(realpath -m "$build")/tools/nvmf_tgt" "$(realpath -m "$perf")")
+}
+# order ROUND COUNT: the indexes 0..COUNT-1, forward in odd rounds, backward in even ones
+order() {
+  local i
+  if (($1 % 2)); then for ((i = 0; i < $2; i++)); do echo "$i"; done
+  else for ((i = $2 - 1; i >= 0; i--)); do echo "$i"; done; fi
+}
+stack_cell_name() { cut -d'|' -f1 <<<"${stack_cells[$1]}"; }
+
+if ((dry_run)); then
+  echo "perf-report --dry-run: sections ${sections[*]}; ${runs} runs each; into $output"
+  if ((dirty)); then
+    echo "tree: $dirty changed files: a run refuses$( ((allow_dirty)) && echo ' unless --allow-dirty (then every generated line says the figures are not from a clean commit)')"
+  else
+    echo "tree: clean at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  fi
+  echo "build ($build, Release):"
+  [[ -f "$build/build.ninja" ]] || show "${configure_cmd[@]}"
+  ((${#targets[@]} == 0)) || show "${build_cmd[@]}"
+  for name in "${sections[@]}"; do
+    echo "section $name:"
+    case "$name" in
+      machine) show "(reads /proc/cpuinfo, /proc/meminfo, /etc/os-release, uname -r, the compiler)" ;;
+      ring | bdev | verbs-sim)
+        for entry in "${gbench[@]}"; do
+          [[ "${entry%%:*}" == "$name" ]] || continue
+          for ((round = 1; round <= runs; round++)); do gbench_cmd "${entry#*:}" "$round" RAW; show "${cmd[@]}"; done
+        done ;;
+      stack)
+        for ((round = 1; round <= runs; round++)); do
+          for i in $(order "$round" "${#stack_cells[@]}"); do
+            for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do stack_cmd "$i" "$cores" "$round" RAW; show "${cmd[@]}"; done
+          done
+        done ;;
+      callgrind) callgrind_cmd RAW; show "${cmd[@]}" ;;
+      vm) vm_cmd RAW; show "${cmd[@]}" ;;
+    esac
+  done
+  exit 0
+fi
+
+# ---- build
+if [[ -f "$build/CMakeCache.txt" ]]; then
+  type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  [[ "$type" == Release ]] || die "$build is a ${type:-default} build, not Release: pass --build-dir elsewhere"
+fi
+if ((${#targets[@]})); then
+  if [[ ! -f "$build/build.ninja" ]]; then
+    say "configuring $build (Release)"
+    locked "$build_lock" "${configure_cmd[@]}" >&2 || die "cmake failed"
+  fi
+  say "building ${targets[*]} in $build"
+  locked "$build_lock" "${build_cmd[@]}" >&2 ||
+    die "the build failed (host_stack_bench and the *_bench targets need -DNVMF_BUILD_BENCH=ON)"
+fi
+if has callgrind && ! command -v valgrind >/dev/null; then die "callgrind needs valgrind"; fi
+
+# ---- runs
+if [[ -n "$keep" ]]; then
+  raw="$keep"
+  mkdir -p "$raw"
+  [[ ! -e "$raw/runs.tsv" ]] || die "--keep: $raw already holds results"
+else
+  raw="$(mktemp -d)"
+  trap 'rm -rf "$raw"' EXIT
+fi
+raw="$(realpath "$raw")"
+: >"$raw/runs.tsv"
+declare -A load_before load_after phase_date
+load1() { cut -d' ' -f1 /proc/loadavg; }
+phase_start() { load_before[$1]=$(load1); phase_date[$1]=$(date -u '+%Y-%m-%d %H:%M UTC'); }
+phase_end() { load_after[$1]=$(load1); }
+# run SECTION CELL ROUND TIMEOUT: runs "${cmd[@]}" (its output in RAW/logs), records "$out"
+n=0
+run() {
+  local rc=0
+  n=$((n + 1))
+  mkdir -p "$raw/logs"
+  timeout -k 15 "$4" "${cmd[@]}" >"$raw/logs/$n-$1.log" 2>&1 || rc=$?
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rc" "$out" >>"$raw/runs.tsv"
+  say "$(printf '%3d %-9s %-20s round %s exit %s' "$n" "$1" "$2" "$3" "$rc")"
+}
+phase_start all
+# The microbenchmarks, interleaved by binary.
+if ((${#gbench[@]})); then
+  phase_start micro
+  for ((round = 1; round <= runs; round++)); do
+    for i in $(order "$round" "${#gbench[@]}"); do
+      gbench_cmd "${gbench[$i]#*:}" "$round" "$raw"
+      run "${gbench[$i]%%:*}" "${gbench[$i]#*:}" "$round" 600
+    done
+  done
+  phase_end micro
+fi
+if has stack; then
+  phase_start stack
+  for ((round = 1; round <= runs; round++)); do
+    for i in $(order "$round" "${#stack_cells[@]}"); do
+      for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do
+        stack_cmd "$i" "$cores" "$round" "$raw"
+        # SIGTERM makes nvmf_perf stop, drain and report; SIGKILL if even that hangs.
+        run stack "$(stack_cell_name "$i")/$cores" "$round" $((seconds * 10 + 120))
+      done
+    done
+  done
+  phase_end stack
+fi
+if has callgrind; then
+  phase_start callgrind
+  callgrind_cmd "$raw"
+  run callgrind default 1 3600
+  phase_end callgrind
+fi
+if has vm; then
+  phase_start vm
+  vm_cmd "$raw"
+  run vm side_by_side 1 3600
+  phase_end vm
+fi
+phase_end all
+
+# ---- what the figures belong to
+dirty_end=$(dirty_count)
+((dirty_end <= dirty)) || dirty=$dirty_end
+((!dirty)) || ((allow_dirty)) || die "the tree changed during the runs ($dirty_end changed files): nothing written"
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+PR_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" PR_DIRTY="$dirty" \
+PR_RUNS="$runs" PR_SECONDS="$seconds" PR_MIN_TIME="$min_time" PR_SECTIONS="${sections[*]}" PR_BUILD="$build" \
+PR_CPU="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" PR_CORES="$(nproc)" \
+PR_MEM="$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)" \
+PR_OS="$(# shellcheck disable=SC1091
+  . /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")" PR_KERNEL="$(uname -r)" \
+PR_CXX="$({ [[ -n "$cxx" ]] && "$cxx" --version 2>/dev/null | head -1; } || echo unknown)" \
+PR_TYPE="$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")" \
+PR_GBENCH="$(pkg-config --modversion benchmark 2>/dev/null || dpkg-query -W -f '${Version}' libbenchmark-dev 2>/dev/null || echo unknown)" \
+PR_LOADS="$(for p in "${!load_before[@]}"; do printf '%s\t%s\t%s\t%s\n' "$p" "${load_before[$p]}" "${load_after[$p]}" "${phase_date[$p]}"; done)" \
+PR_CELLS="$(printf '%s\n' "${stack_cells[@]}")" \
+python3 - "$raw/meta.json" <<'PY'
+import json, os, sys
+e = os.environ
+loads = {}
+for line in e["PR_LOADS"].splitlines():
+    phase, before, after, date = line.split("\t")
+    loads[phase] = {"before": before, "after": after, "date": date}
+cells = [dict(zip(("name", "label", "perf", "bench"), c.split("|"))) for c in e["PR_CELLS"].splitlines()]
+phase_of = {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "stack",
+            "callgrind": "callgrind", "vm": "vm", "machine": "all"}
+json.dump({"commit": e["PR_COMMIT"], "dirty": int(e["PR_DIRTY"]), "runs": int(e["PR_RUNS"]),
+           "seconds": int(e["PR_SECONDS"]), "min_time": e["PR_MIN_TIME"], "sections": e["PR_SECTIONS"].split(),
+           "loads": loads, "phase_of": phase_of, "stack_cells": cells,
+           "machine": {"cpu": e["PR_CPU"], "cores": int(e["PR_CORES"]), "memory": e["PR_MEM"],
+                       "os": e["PR_OS"], "kernel": e["PR_KERNEL"], "compiler": e["PR_CXX"],
+                       "build_type": e["PR_TYPE"], "build": e["PR_BUILD"],
+                       "gbench": e["PR_GBENCH"]}},
+          open(sys.argv[1], "w"), indent=1)
+PY
+status=0
+render "$raw" || status=$?
+if ((dirty)); then say "WARNING: figures NOT from a clean commit ($dirty changed files)"; fi
+exit "$status"
