@@ -9,17 +9,14 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iterator>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bdev/delay_bdev.h"
-#include "bdev/malloc_bdev.h"
 #include "host_fixture.h"
-#include "reactor/group.h"
+#include "sim_target_fixture.h"
 #include "stalled_bdev.h"
 #include "target/target.h"
 #include "transport_rdma/target_transport.h"
@@ -310,70 +307,31 @@ constexpr const char* kThreadsNqn = "nqn.2026-11.io.nvmf-rdma:host-events";
 constexpr uint32_t kThreadBlocks = 8192;
 constexpr int kIosPerDirection = 16;
 
-void yield_idle(void*) { std::this_thread::yield(); }
-
 bool every_one_called(const std::vector<Completion>& completions) {
   return std::all_of(completions.begin(), completions.end(),
                      [](const Completion& c) { return c.calls != 0; });
 }
 
 TEST(HostEventsThreads, IoCompletesThroughBlockingWaitsAlone) {
-  auto provider = verbs::sim::SimProvider::create();
-  ASSERT_TRUE(provider);
-  auto host_provider = (*provider)->create_peer("sim1");
-  ASSERT_TRUE(host_provider);
-  bdev::MallocBdevOpts bdev_opts;
-  bdev_opts.name = "MallocEvents";
-  bdev_opts.block_count = kThreadBlocks;
-  auto bdev = bdev::create_malloc_bdev(bdev_opts);
-  ASSERT_TRUE(bdev);
-  auto target = target::Target::create(target::TargetOpts{});
-  ASSERT_TRUE(target);
-  target::SubsystemOpts subsystem;
-  subsystem.nqn = kThreadsNqn;
-  subsystem.allow_any_host = true;
-  ASSERT_TRUE((*target)->add_subsystem(subsystem));
-  target::NamespaceOpts ns_opts;
-  ns_opts.bdev = bdev->get();
-  ASSERT_TRUE((*target)->add_namespace(kThreadsNqn, ns_opts));
-
-  reactor::ReactorGroupOpts group_opts;
-  group_opts.reactor_count = 1;
-  group_opts.reactor.mode = reactor::Mode::interrupt;
-  auto group = reactor::ReactorGroup::start(group_opts);
-  ASSERT_TRUE(group);
-  std::vector<reactor::Reactor*> reactors = {&(*group)->reactor(0)};
-  std::unique_ptr<transport_rdma::RdmaTargetTransport> transport;
-  reactor::run_and_wait(*reactors[0], [&] {
-    auto created = transport_rdma::RdmaTargetTransport::create(**provider, **target, reactors,
-                                                               transport_rdma::RdmaTargetOpts{});
-    ASSERT_TRUE(created);
-    transport = std::move(*created);
-    ASSERT_TRUE(transport->listen("10.0.0.1", 4420));
-  });
-  ASSERT_NE(transport, nullptr);
+  ReactorThreadsTarget threaded;
+  ReactorThreadsTarget::Opts target_opts;
+  target_opts.nqn = kThreadsNqn;
+  target_opts.bdev_name = "MallocEvents";
+  target_opts.block_count = kThreadBlocks;
+  target_opts.reactor_count = 1;
+  ASSERT_NO_FATAL_FAILURE(threaded.start(target_opts));
 
   // The host part in a lambda, so that a failed ASSERT still reaches the shutdown below.
   auto exercise = [&] {
-    host::HostOpts host_opts;
-    host_opts.provider = host_provider->get();
-    host_opts.idle = &yield_idle;
-    auto created = host::Host::create(host_opts);
-    ASSERT_TRUE(created) << describe(created.error());
-    std::unique_ptr<host::Host> host = std::move(*created);
-    host::TransportId id;
-    id.traddr = "10.0.0.1";
-    id.subnqn = kThreadsNqn;
     host::ControllerOpts opts;
-    opts.hostnqn = kHostNqn;
-    opts.hostid = kHostId;
     opts.keep_alive_timeout_ms = 0;  // this thread does not poll the admin queue meanwhile
+    ThreadedHost connected;
+    ASSERT_NO_FATAL_FAILURE(
+        connect_threaded(threaded.host_provider(), kThreadsNqn, opts, &connected));
+    host::Host* host = connected.host.get();
+    host::Namespace* ns = connected.ns;
     std::string message;
-    auto controller = host->connect(id, opts, &message);
-    ASSERT_TRUE(controller) << describe(controller.error()) << ": " << message;
-    host::Namespace* ns = (*controller)->ns(1);
-    ASSERT_NE(ns, nullptr);
-    auto qpair = (*controller)->alloc_io_qpair(event_opts(), &message);
+    auto qpair = connected.controller->alloc_io_qpair(event_opts(), &message);
     ASSERT_TRUE(qpair) << describe(qpair.error()) << ": " << message;
 
     const size_t io_bytes = size_t{kIoBlocks} * kBlock;
@@ -413,22 +371,10 @@ TEST(HostEventsThreads, IoCompletesThroughBlockingWaitsAlone) {
     EXPECT_EQ(stats.completed, uint64_t{2 * kIosPerDirection});
     EXPECT_GE(stats.waits, 2u);
     qpair->reset();
-    ASSERT_TRUE((*controller)->disconnect());
+    ASSERT_TRUE(connected.controller->disconnect());
   };
   exercise();
-
-  reactor::run_and_wait(*reactors[0], [&] { transport->begin_shutdown(); });
-  bool drained = false;
-  for (int i = 0; i < 3000 && !drained; ++i) {
-    reactor::run_and_wait(*reactors[0], [&] { drained = transport->drained(); });
-    if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_TRUE(drained);
-  reactor::run_and_wait(*reactors[0], [&] { (void)(*target)->release_reactor(*reactors[0]); });
-  (*group)->stop();
-  reactors[0]->take_ownership();
-  transport.reset();
-  target->reset();
+  threaded.shut_down();
 }
 
 }  // namespace

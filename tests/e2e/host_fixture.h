@@ -11,6 +11,9 @@
 //   kNqn512        512-byte blocks, any host
 //   kNqn4k         4096-byte blocks, any host
 //   kNqnRestricted 512-byte blocks, only kAllowedHostNqn
+//
+// The suites whose target runs on reactor threads (ReactorThreadsTarget, sim_target_fixture.h)
+// use no fixture: connect_threaded() gives them a Host and a controller.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -23,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bdev/malloc_bdev.h"
@@ -151,6 +155,40 @@ class DmaBuffer {
   void* data_ = nullptr;
   size_t bytes_;
 };
+
+// HostOpts::idle where the target runs on threads of its own: nothing to pump.
+inline void yield_idle(void*) { std::this_thread::yield(); }
+
+// A Host and one controller of a target on reactor threads (connect_threaded()).
+struct ThreadedHost {
+  std::unique_ptr<host::Host> host;
+  std::unique_ptr<host::Controller> controller;  // goes first
+  host::Namespace* ns = nullptr;                 // NSID 1
+};
+
+// A Host on `provider` whose blocking calls yield, and a controller of `subnqn` at
+// 10.0.0.1:4420 connected as kHostNqn / kHostId with the rest of `opts`. Fails the test
+// (fatally) where a step fails: call as ASSERT_NO_FATAL_FAILURE(connect_threaded(...)).
+inline void connect_threaded(verbs::Provider& provider, const char* subnqn,
+                             host::ControllerOpts opts, ThreadedHost* out) {
+  host::HostOpts host_opts;
+  host_opts.provider = &provider;
+  host_opts.idle = &yield_idle;
+  auto created = host::Host::create(host_opts);
+  ASSERT_TRUE(created) << describe(created.error());
+  out->host = std::move(*created);
+  host::TransportId id;
+  id.traddr = kHostTargetAddress;
+  id.subnqn = subnqn;
+  opts.hostnqn = kHostNqn;
+  opts.hostid = kHostId;
+  std::string message;
+  auto controller = out->host->connect(id, opts, &message);
+  ASSERT_TRUE(controller) << describe(controller.error()) << ": " << message;
+  out->controller = std::move(*controller);
+  out->ns = out->controller->ns(1);
+  ASSERT_NE(out->ns, nullptr);
+}
 
 class HostFixture : public ::testing::Test {
  protected:

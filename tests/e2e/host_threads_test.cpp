@@ -13,13 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "bdev/malloc_bdev.h"
 #include "host_fixture.h"
 #include "nvmf/host.h"
-#include "reactor/group.h"
+#include "sim_target_fixture.h"
 #include "target/target.h"
-#include "transport_rdma/target_transport.h"
-#include "verbs/sim/sim.h"
 
 namespace nvmf::e2e {
 namespace {
@@ -29,8 +26,6 @@ constexpr int kIoThreads = 3;
 constexpr int kRoundsPerThread = 100;
 constexpr uint32_t kBlocksPerIo = 16;  // 8 KiB: keyed both ways
 constexpr auto kIoTimeout = std::chrono::seconds(20);
-
-void yield_idle(void*) { std::this_thread::yield(); }
 
 // Runs one command on `qpair` from the calling thread until its callback ran; false on a
 // refused submit, a timeout or an error status (with the reason in *why).
@@ -59,62 +54,23 @@ bool run_on_this_thread(host::IoQpair& qpair, Submit submit, std::string* why) {
 }
 
 TEST(HostThreads, QpairsOnSeveralThreadsOfOneController) {
-  auto provider = verbs::sim::SimProvider::create();
-  ASSERT_TRUE(provider);
-  auto host_provider = (*provider)->create_peer("sim1");
-  ASSERT_TRUE(host_provider);
-  bdev::MallocBdevOpts bdev_opts;
-  bdev_opts.name = "MallocThreads";
-  bdev_opts.block_count = 8192;
-  auto bdev = bdev::create_malloc_bdev(bdev_opts);
-  ASSERT_TRUE(bdev);
-  auto target = target::Target::create(target::TargetOpts{});
-  ASSERT_TRUE(target);
-  target::SubsystemOpts subsystem;
-  subsystem.nqn = kThreadsNqn;
-  subsystem.allow_any_host = true;
-  ASSERT_TRUE((*target)->add_subsystem(subsystem));
-  target::NamespaceOpts ns_opts;
-  ns_opts.bdev = bdev->get();
-  ASSERT_TRUE((*target)->add_namespace(kThreadsNqn, ns_opts));
-
-  reactor::ReactorGroupOpts group_opts;
-  group_opts.reactor_count = 2;
-  group_opts.reactor.mode = reactor::Mode::interrupt;
-  auto group = reactor::ReactorGroup::start(group_opts);
-  ASSERT_TRUE(group);
-  std::vector<reactor::Reactor*> reactors = {&(*group)->reactor(0), &(*group)->reactor(1)};
-  std::unique_ptr<transport_rdma::RdmaTargetTransport> transport;
-  reactor::run_and_wait(*reactors[0], [&] {
-    auto created = transport_rdma::RdmaTargetTransport::create(**provider, **target, reactors,
-                                                               transport_rdma::RdmaTargetOpts{});
-    ASSERT_TRUE(created);
-    transport = std::move(*created);
-    ASSERT_TRUE(transport->listen("10.0.0.1", 4420));
-  });
-  ASSERT_NE(transport, nullptr);
+  ReactorThreadsTarget threaded;
+  ReactorThreadsTarget::Opts target_opts;
+  target_opts.nqn = kThreadsNqn;
+  target_opts.bdev_name = "MallocThreads";
+  ASSERT_NO_FATAL_FAILURE(threaded.start(target_opts));
+  target::Target& target = threaded.target();
 
   // The host part runs in a lambda so that a failed ASSERT still reaches the shutdown below.
   auto exercise = [&] {
-    host::HostOpts host_opts;
-    host_opts.provider = host_provider->get();
-    host_opts.idle = &yield_idle;
-    auto created = host::Host::create(host_opts);
-    ASSERT_TRUE(created) << describe(created.error());
-    std::unique_ptr<host::Host> host = std::move(*created);
-
-    host::TransportId id;
-    id.traddr = "10.0.0.1";
-    id.subnqn = kThreadsNqn;
     host::ControllerOpts opts;
-    opts.hostnqn = kHostNqn;
-    opts.hostid = kHostId;
     opts.io_queue_count = kIoThreads;
-    std::string message;
-    auto controller = host->connect(id, opts, &message);
-    ASSERT_TRUE(controller) << describe(controller.error()) << ": " << message;
-    host::Namespace* ns = (*controller)->ns(1);
-    ASSERT_NE(ns, nullptr);
+    ThreadedHost connected;
+    ASSERT_NO_FATAL_FAILURE(
+        connect_threaded(threaded.host_provider(), kThreadsNqn, opts, &connected));
+    host::Host* host = connected.host.get();
+    host::Controller* controller = connected.controller.get();
+    host::Namespace* ns = connected.ns;
 
     std::atomic<int> running{kIoThreads};
     std::vector<std::string> failures(kIoThreads);
@@ -124,7 +80,7 @@ TEST(HostThreads, QpairsOnSeveralThreadsOfOneController) {
       threads.emplace_back([&, t] {
         // Everything below on this thread: alloc, submit, poll, free.
         std::string& failure = failures[t];
-        auto qpair = (*controller)->alloc_io_qpair({}, &failure);
+        auto qpair = controller->alloc_io_qpair({}, &failure);
         if (!qpair) {
           failure = "alloc_io_qpair: " + describe(qpair.error()) + ": " + failure;
           --running;
@@ -166,7 +122,7 @@ TEST(HostThreads, QpairsOnSeveralThreadsOfOneController) {
     }
     // Meanwhile the admin thread keeps polling its queue.
     while (running.load() != 0) {
-      (*controller)->process_admin_completions();
+      controller->process_admin_completions();
       std::this_thread::yield();
     }
     for (std::thread& thread : threads) thread.join();
@@ -174,27 +130,14 @@ TEST(HostThreads, QpairsOnSeveralThreadsOfOneController) {
       EXPECT_EQ(failures[t], "") << "thread " << t;
       EXPECT_EQ(rounds_done[t], kRoundsPerThread) << "thread " << t;
     }
-    EXPECT_EQ((*controller)->stats().io_qpairs_allocated, uint64_t{kIoThreads});
-    EXPECT_EQ((*target)->controller_count(kThreadsNqn), 1u);
-    ASSERT_TRUE((*controller)->disconnect());
+    EXPECT_EQ(controller->stats().io_qpairs_allocated, uint64_t{kIoThreads});
+    EXPECT_EQ(target.controller_count(kThreadsNqn), 1u);
+    ASSERT_TRUE(controller->disconnect());
   };
   exercise();
 
-  reactor::run_and_wait(*reactors[0], [&] { transport->begin_shutdown(); });
-  bool drained = false;
-  for (int i = 0; i < 3000 && !drained; ++i) {
-    reactor::run_and_wait(*reactors[0], [&] { drained = transport->drained(); });
-    if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_TRUE(drained);
-  for (reactor::Reactor* reactor : reactors) {
-    reactor::run_and_wait(*reactor, [&] { (void)(*target)->release_reactor(*reactor); });
-  }
-  (*group)->stop();
-  for (reactor::Reactor* reactor : reactors) reactor->take_ownership();
-  EXPECT_EQ((*target)->controller_count(kThreadsNqn), 0u);
-  transport.reset();
-  target->reset();
+  threaded.shut_down();
+  EXPECT_EQ(target.controller_count(kThreadsNqn), 0u);
 }
 
 }  // namespace

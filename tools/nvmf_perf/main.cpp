@@ -1,9 +1,10 @@
 // nvmf_perf: an NVMe-over-Fabrics RDMA and local NVMe PCIe load generator, like spdk_nvme_perf.
 //
 //   nvmf_perf (-r TRID | --sim) -w read|write|randread|randwrite|rw|randrw [-M READ_PERCENT]
-//             [-q DEPTH] [-o BYTES] [-t SECONDS] [-c WORKERS] [-P QPAIRS_PER_WORKER]
+//             [-q DEPTH] [-o BYTES] [-t SECONDS] [-d IOS] [-c WORKERS] [-P QPAIRS_PER_WORKER]
 //             [--ns-count N] [--verify]
-//             [--memreg POLICY | --memreg-switch-every SECONDS [--memreg-switch-policies A,B,..]]
+//             [--memreg POLICY | --memreg-switch-every SECONDS | --memreg-switch-every-ios N
+//              [--memreg-switch-policies A,B,..]]
 //             [--json FILE] [--sim-bdev null|malloc|nvme] [--sim-profile P]
 //             [--sim-remote-invalidate on|off] [--sim-send-fence profile|reads|key-updates]
 //             [--sim-race-one-in N (mlx5-2017-rare)] [--sim-bdev-size-mib MIB] ...

@@ -149,16 +149,17 @@ std::string check_target(const Options& options, Settings* s) {
   std::string reason = parse_pcie_trid(options.trid, &s->pcie, &s->pci_address);
   if (!reason.empty() || !s->pcie) return reason;
   // Options of the fabric's host library mean nothing to a local controller.
-  const char* fabric_only = options.memreg_given                ? "--memreg"
-                            : options.reconnect_delay_given     ? "--reconnect-delay-ms"
-                            : options.ctrl_loss_timeout_given   ? "--ctrl-loss-timeout-ms"
-                            : options.io_timeout_given          ? "--io-timeout-ms"
-                            : options.fast_io_fail_given        ? "--fast-io-fail-ms"
-                            : options.qpairs_per_worker_given   ? "-P"
-                            : options.memreg_switch_every_given ? "--memreg-switch-every"
-                            : !options.mode.empty()             ? "--mode"
-                            : options.adaptive_idle_given       ? "--adaptive-idle-us"
-                                                                : nullptr;
+  const char* fabric_only = options.memreg_given                    ? "--memreg"
+                            : options.reconnect_delay_given         ? "--reconnect-delay-ms"
+                            : options.ctrl_loss_timeout_given       ? "--ctrl-loss-timeout-ms"
+                            : options.io_timeout_given              ? "--io-timeout-ms"
+                            : options.fast_io_fail_given            ? "--fast-io-fail-ms"
+                            : options.qpairs_per_worker_given       ? "-P"
+                            : options.memreg_switch_every_given     ? "--memreg-switch-every"
+                            : options.memreg_switch_every_ios_given ? "--memreg-switch-every-ios"
+                            : !options.mode.empty()                 ? "--mode"
+                            : options.adaptive_idle_given           ? "--adaptive-idle-us"
+                                                                    : nullptr;
   if (fabric_only != nullptr) {
     return std::string(fabric_only) + " applies to RDMA targets, not to trtype PCIe";
   }
@@ -201,6 +202,7 @@ std::string check_shape(const Options& options, Settings* s) {
   s->io_size_bytes = options.io_size_bytes;
   if (options.time_s < 1) return "-t: the run must last at least 1 second";
   s->time_s = options.time_s;
+  s->number_ios = options.number_ios;  // 0: no limit, as in spdk_nvme_perf
   if (options.cores < 1 || options.cores > kCoresMax) {
     return "-c: " + std::to_string(options.cores) + " is not within 1.." +
            std::to_string(kCoresMax);
@@ -387,27 +389,58 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
+// --memreg-switch-every SECONDS or --memreg-switch-every-ios N, and the cycle. "" or the reason.
 std::string check_memreg_switch(const Options& options, Settings* s) {
-  if (!options.memreg_switch_every_given) {
+  const bool by_time = options.memreg_switch_every_given;
+  const bool by_count = options.memreg_switch_every_ios_given;
+  if (!by_time && !by_count) {
     if (options.memreg_switch_policies_given) {
-      return "--memreg-switch-policies needs --memreg-switch-every SECONDS";
+      return "--memreg-switch-policies needs --memreg-switch-every SECONDS or "
+             "--memreg-switch-every-ios N";
     }
     return "";
   }
-  const double every_s = options.memreg_switch_every_s;
-  if (!std::isfinite(every_s) || every_s <= 0) {
-    return "--memreg-switch-every: " + seconds_text(every_s) +
-           " is not a positive number of seconds (e.g. 0.2)";
+  if (by_time && by_count) {
+    return "--memreg-switch-every and --memreg-switch-every-ios exclude each other: switch "
+           "by time or by completed I/Os";
   }
-  if (every_s >= s->time_s) {
-    return "--memreg-switch-every " + seconds_text(every_s) + " never switches in a run of -t " +
-           std::to_string(s->time_s) + " s: give less than -t";
+  const char* option = by_time ? "--memreg-switch-every" : "--memreg-switch-every-ios";
+  if (by_time) {
+    const double every_s = options.memreg_switch_every_s;
+    if (!std::isfinite(every_s) || every_s <= 0) {
+      return "--memreg-switch-every: " + seconds_text(every_s) +
+             " is not a positive number of seconds (e.g. 0.2)";
+    }
+    if (every_s >= s->time_s) {
+      return "--memreg-switch-every " + seconds_text(every_s) + " never switches in a run of -t " +
+             std::to_string(s->time_s) + " s: give less than -t";
+    }
+    s->memreg_switch_every_s = every_s;
+  } else {
+    const uint64_t every_ios = options.memreg_switch_every_ios;
+    if (every_ios < 1) {
+      return "--memreg-switch-every-ios: 0 is not 1 or more (I/Os completed on a queue pair "
+             "between its switches)";
+    }
+    // With -d and a known namespace count, what each queue pair completes in the run.
+    if (s->number_ios != 0 && s->ns_count != 0) {
+      // A worker's -d x namespaces I/Os are shared by its -P queue pairs (double: no overflow).
+      const double per_qpair =
+          static_cast<double>(s->number_ios) * s->ns_count / s->qpairs_per_worker;
+      if (static_cast<double>(every_ios) >= per_qpair) {
+        return "--memreg-switch-every-ios " + std::to_string(every_ios) +
+               " never switches: with -d " + std::to_string(s->number_ios) +
+               " a queue pair completes about " + std::to_string(static_cast<uint64_t>(per_qpair)) +
+               " I/Os; give fewer";
+      }
+    }
+    s->memreg_switch_every_ios = every_ios;
   }
   if (options.memreg_given) {
-    return "--memreg and --memreg-switch-every exclude each other: the run starts with the "
-           "first policy of --memreg-switch-policies (default global,sagi,max,deferred)";
+    return std::string("--memreg and ") + option +
+           " exclude each other: the run starts with the first policy of "
+           "--memreg-switch-policies (default global,sagi,max,deferred)";
   }
-  s->memreg_switch_every_s = every_s;
   s->memreg_switch_policies.clear();
   if (options.memreg_switch_policies_given) {
     std::string reason =
@@ -537,8 +570,11 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   auto* read_percent = app.add_option("-M,--rwmixread", o.read_percent,
                                       "percentage of reads for rw and randrw (50)");
   app.add_option("-t,--time", o.time_s, "seconds to run (10)");
-  app.add_option("-c,--cores", o.cores,
-                 "host worker threads, each with its own I/O queue (1)");
+  app.add_option("-d,--number-ios", o.number_ios,
+                 "I/Os each worker submits on each namespace, like spdk_nvme_perf's -d: the run "
+                 "ends when they are done or at -t, whichever comes first (0: -t alone, the "
+                 "default)");
+  app.add_option("-c,--cores", o.cores, "host worker threads, each with its own I/O queue (1)");
   auto* qpairs = app.add_option(
       "-P,--qpairs-per-worker", o.qpairs_per_worker,
       "RDMA: I/O queue pairs per worker, like spdk_nvme_perf's -P (1); the worker's -q I/Os "
@@ -575,10 +611,17 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
       "RDMA: every SECONDS (e.g. 0.2; less than -t) each worker switches its queue pairs to the "
       "next memreg policy of --memreg-switch-policies, under load: each queue pair drains, "
       "switches and resumes, without a reconnect (excludes --memreg)");
+  auto* switch_every_ios = app.add_option(
+      "--memreg-switch-every-ios", o.memreg_switch_every_ios,
+      "RDMA: like --memreg-switch-every, by count: each queue pair switches to the next policy "
+      "each time N more I/Os completed on it, however long they took (with -d a run makes the "
+      "same switches on a loaded machine as on an idle one; excludes --memreg-switch-every "
+      "and --memreg)");
   auto* switch_policies = app.add_option(
       "--memreg-switch-policies", o.memreg_switch_policies,
-      "with --memreg-switch-every: the cycle, comma-separated (global,sagi,max,deferred: the "
-      "safe ones; unsafe only if named); the run starts with the first");
+      "with --memreg-switch-every or --memreg-switch-every-ios: the cycle, comma-separated "
+      "(global,sagi,max,deferred: the safe ones; unsafe only if named); the run starts with "
+      "the first");
   app.add_flag("--verify", o.verify, "write patterns and check every read");
   app.add_option("--json", o.json_path,
                  "write the results to FILE as JSON (with cpu_us_per_io, and bytes_copied on "
@@ -634,6 +677,7 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
   o.qpairs_per_worker_given = qpairs->count() > 0;
   o.memreg_given = memreg->count() > 0;
   o.memreg_switch_every_given = switch_every->count() > 0;
+  o.memreg_switch_every_ios_given = switch_every_ios->count() > 0;
   o.memreg_switch_policies_given = switch_policies->count() > 0;
   o.sim_send_fence_given = send_fence->count() > 0;
   o.sim_race_one_in_given = race_one_in->count() > 0;

@@ -98,6 +98,7 @@ struct Options {
   uint32_t read_percent = 50;        // -M
   bool read_percent_given = false;
   uint32_t time_s = 10;              // -t
+  uint64_t number_ios = 0;           // -d; 0 = no limit
   uint32_t cores = 1;                // -c
   uint32_t qpairs_per_worker = 1;    // -P
   bool qpairs_per_worker_given = false;
@@ -115,6 +116,8 @@ struct Options {
   bool memreg_given = false;
   double memreg_switch_every_s = 0;  // --memreg-switch-every
   bool memreg_switch_every_given = false;
+  uint64_t memreg_switch_every_ios = 0;  // --memreg-switch-every-ios
+  bool memreg_switch_every_ios_given = false;
   std::string memreg_switch_policies;  // --memreg-switch-policies, as typed
   bool memreg_switch_policies_given = false;
   bool verify = false;               // --verify
@@ -151,6 +154,10 @@ struct Settings {
   uint32_t queue_depth = 32;
   uint32_t io_size_bytes = 4096;
   uint32_t time_s = 10;
+  // -d, spdk_nvme_perf's --number-ios: each worker submits this many I/Os on each namespace
+  // and the run ends when they are done, or at -t if that comes first; 0 = -t alone. A run of
+  // so many I/Os does the same work on a loaded machine as on an idle one, only slower.
+  uint64_t number_ios = 0;
   uint32_t cores = 1;
   // -P, spdk_nvme_perf's: I/O queue pairs per worker. The worker's tasks (-q per namespace)
   // go to them in turn, task k to queue pair k mod P, and stay there: each queue pair holds
@@ -175,6 +182,13 @@ struct Settings {
   // --memreg-switch-every: every this many seconds each worker asks its queue pairs for the
   // next policy of memreg_switch_policies (after the last, the first again); 0 = never.
   double memreg_switch_every_s = 0;
+  // --memreg-switch-every-ios: instead, each queue pair is asked for its next policy each time
+  // this many more I/Os completed on it (IoQpairStats::completed); 0 = never. At most one of
+  // the two is set.
+  uint64_t memreg_switch_every_ios = 0;
+  bool memreg_switching() const noexcept {
+    return memreg_switch_every_s > 0 || memreg_switch_every_ios > 0;
+  }
   std::vector<std::string> memreg_switch_policies;  // the cycle (names from kMemregNames)
   bool verify = false;
   std::string json_path;

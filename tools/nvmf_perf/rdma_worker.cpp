@@ -162,7 +162,7 @@ int RdmaWorker::wait_on(host::IoQpair& qpair, int timeout_ms) noexcept {
 
 std::string RdmaWorker::plan_memreg_cycle() {
   const Settings& s = *params_.core.settings;
-  if (s.memreg_switch_every_s <= 0) return "";
+  if (!s.memreg_switching()) return "";
   for (const std::string& name : s.memreg_switch_policies) {
     host::MemregPolicy policy;
     if (!host::memreg_policy_parse(name, &policy)) {
@@ -171,6 +171,8 @@ std::string RdmaWorker::plan_memreg_cycle() {
     cycle_.policies.push_back(policy);
   }
   cycle_.every_ns = static_cast<uint64_t>(s.memreg_switch_every_s * 1e9);
+  cycle_.every_ios = s.memreg_switch_every_ios;
+  cycle_.qpairs.assign(qpairs_.size(), MemregCycle::Position{});
   cycle_.asked_for_ns.assign(cycle_.policies.size(), 0);
   return "";
 }
@@ -182,10 +184,17 @@ void RdmaWorker::run(uint64_t deadline_ns, const Ticker& ticker) noexcept {
   }
   const Clock& clock = *params_.core.clock;
   outer_ticker_ = ticker;
-  cycle_.asked_ns = clock.now_ns();  // the qpairs start with the cycle's first policy
-  cycle_.next_switch_ns = cycle_.asked_ns + cycle_.every_ns;
+  const uint64_t start_ns = clock.now_ns();  // the qpairs start with the cycle's first policy
+  cycle_.next_switch_ns = start_ns + cycle_.every_ns;
+  for (MemregCycle::Position& position : cycle_.qpairs) {
+    position.asked_ns = start_ns;
+    position.next_switch_ios = cycle_.every_ios;
+  }
   core_.run(*this, deadline_ns, Ticker{&RdmaWorker::tick, this});
-  cycle_.asked_for_ns[cycle_.current] += clock.now_ns() - cycle_.asked_ns;
+  const uint64_t end_ns = clock.now_ns();
+  for (const MemregCycle::Position& position : cycle_.qpairs) {
+    cycle_.asked_for_ns[position.current] += end_ns - position.asked_ns;
+  }
 }
 
 void RdmaWorker::tick(void* ctx, uint64_t now_ns) noexcept {
@@ -197,20 +206,37 @@ void RdmaWorker::tick(void* ctx, uint64_t now_ns) noexcept {
 
 void RdmaWorker::switch_memreg_if_due(uint64_t now_ns) noexcept {
   MemregCycle& cycle = cycle_;
-  if (core_.stopping() || now_ns < cycle.next_switch_ns) return;
-  cycle.asked_for_ns[cycle.current] += now_ns - cycle.asked_ns;
-  cycle.current = (cycle.current + 1) % cycle.policies.size();
-  cycle.asked_ns = now_ns;
-  cycle.next_switch_ns = now_ns + cycle.every_ns;
-  const host::MemregPolicy policy = cycle.policies[cycle.current];
-  for (const std::unique_ptr<host::IoQpair>& qpair : qpairs_) {
-    const Result<void> asked = qpair->set_memreg_policy(policy);
-    if (asked || cycle.refusal_logged) continue;
-    cycle.refusal_logged = true;  // once per worker: the next cycles would say the same
-    NVMF_ERRLOG(nvmf_perf, "worker %" PRIu32 ": queue pair %u refused memreg policy %s: %s (%s)",
-                core_.index(), qpair->qid(), host::memreg_policy_name(policy),
-                errc_name(asked.error().code), asked.error().detail);
+  if (core_.stopping()) return;
+  if (cycle.every_ios == 0) {  // by time: every qpair at once
+    if (now_ns < cycle.next_switch_ns) return;
+    cycle.next_switch_ns = now_ns + cycle.every_ns;
+    for (size_t i = 0; i < qpairs_.size(); ++i) switch_memreg(i, now_ns);
+    return;
   }
+  // By count: each qpair once it completed every_ios more I/Os since it was last asked (the
+  // I/Os its drain completes count toward the next switch).
+  for (size_t i = 0; i < qpairs_.size(); ++i) {
+    const uint64_t completed = qpairs_[i]->stats().completed;
+    if (completed < cycle.qpairs[i].next_switch_ios) continue;
+    cycle.qpairs[i].next_switch_ios = completed + cycle.every_ios;
+    switch_memreg(i, now_ns);
+  }
+}
+
+void RdmaWorker::switch_memreg(size_t qpair_index, uint64_t now_ns) noexcept {
+  MemregCycle& cycle = cycle_;
+  MemregCycle::Position& position = cycle.qpairs[qpair_index];
+  cycle.asked_for_ns[position.current] += now_ns - position.asked_ns;
+  position.current = (position.current + 1) % cycle.policies.size();
+  position.asked_ns = now_ns;
+  const host::MemregPolicy policy = cycle.policies[position.current];
+  host::IoQpair& qpair = *qpairs_[qpair_index];
+  const Result<void> asked = qpair.set_memreg_policy(policy);
+  if (asked || cycle.refusal_logged) return;
+  cycle.refusal_logged = true;  // once per worker: the next cycles would say the same
+  NVMF_ERRLOG(nvmf_perf, "worker %" PRIu32 ": queue pair %u refused memreg policy %s: %s (%s)",
+              core_.index(), qpair.qid(), host::memreg_policy_name(policy),
+              errc_name(asked.error().code), asked.error().detail);
 }
 
 SubmitOutcome RdmaWorker::submit(Task& task, Error* error) noexcept {

@@ -4,8 +4,9 @@
 // verify bookkeeping are WorkerCore's; this class submits through the qpair and maps its
 // answers: busy -> retry, bad_state / disconnected (the qpair reconnects) -> retry, anything
 // else -> an error. With --memreg-switch-every the worker asks its qpairs for the next memreg
-// policy of the cycle every so often, from the run loop's tick (a submit refused while a qpair
-// drains for its switch is retried like one refused while it reconnects). With --mode interrupt
+// policy of the cycle every so often, with --memreg-switch-every-ios each qpair once N more
+// I/Os completed on it, from the run loop's tick (a submit refused while a qpair drains for
+// its switch is retried like one refused while it reconnects). With --mode interrupt
 // or adaptive the qpairs are in event mode (IoQpairOpts::completion_events) and a poll that
 // finds nothing sleeps (poll_or_sleep()): on the one qpair's wait_for_completions(), or with -P 2
 // or more on the worker's own epoll set of the qpairs' event fds, after arming each.
@@ -66,14 +67,20 @@ class RdmaWorker final : public Worker {
   std::string check_qpair_depth() const;
   void add_qpair_stats(const host::IoQpairStats& stats) noexcept;
 
-  // --memreg-switch-every: the cycle of policies and where the worker is in it.
+  // --memreg-switch-every(-ios): the cycle of policies and where each qpair is in it.
   struct MemregCycle {
     std::vector<host::MemregPolicy> policies;  // empty: no switching
-    uint64_t every_ns = 0;
-    size_t current = 0;     // index of the policy asked for last
-    uint64_t asked_ns = 0;  // when it was asked for
-    uint64_t next_switch_ns = 0;
-    std::vector<uint64_t> asked_for_ns;  // per entry of `policies`: time it was the one asked for
+    uint64_t every_ns = 0;        // by time: every qpair is asked at once (0: by count)
+    uint64_t every_ios = 0;       // by count: each qpair after this many more completions
+    uint64_t next_switch_ns = 0;  // by time
+    struct Position {
+      size_t current = 0;            // index of the policy asked for last
+      uint64_t asked_ns = 0;         // when it was asked for
+      uint64_t next_switch_ios = 0;  // by count: IoQpairStats::completed that asks again
+    };
+    std::vector<Position> qpairs;  // parallel to qpairs_
+    // Per entry of `policies`: time it was the one asked for, summed over the qpairs.
+    std::vector<uint64_t> asked_for_ns;
     bool refusal_logged = false;
   };
   std::string plan_memreg_cycle();
@@ -95,6 +102,7 @@ class RdmaWorker final : public Worker {
   // The run loop's tick with switching on: switches when due, then the caller's tick.
   static void tick(void* ctx, uint64_t now_ns) noexcept;
   void switch_memreg_if_due(uint64_t now_ns) noexcept;
+  void switch_memreg(size_t qpair_index, uint64_t now_ns) noexcept;  // to its next policy
 
   RdmaWorkerParams params_;
   std::vector<std::unique_ptr<host::IoQpair>> qpairs_;  // -P

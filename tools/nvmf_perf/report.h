@@ -80,10 +80,10 @@ struct SimWorkCounts {
   uint64_t steps() const noexcept { return host_wrs + host_cqes + target_wrs + target_cqes; }
 };
 
-// --memreg-switch-every: the key policy switches the workers' queue pairs made
+// --memreg-switch-every(-ios): the key policy switches the workers' queue pairs made
 // (IoQpairStats::memreg_switches and memreg_switch_failures, summed) and, per policy of the
 // cycle, the time it was the one asked for (from each switch request to the next: the drain
-// counts toward the policy drained to), summed over the workers.
+// counts toward the policy drained to), summed over the workers' queue pairs.
 struct MemregSwitching {
   bool on = false;
   uint64_t switches = 0;
@@ -182,7 +182,7 @@ std::string progress_line(uint32_t second, uint64_t ios, uint64_t bytes, uint64_
 // the CPU time per I/O beside it (the process's, then the host workers' threads'), on the RDMA
 // path the work per I/O (and with --sim the sim's work steps per I/O) and, unless --mode poll,
 // the workers' waits, and on the PCIe path the bytes copied, requests split and controller
-// resets; with --memreg-switch-every the switches and each policy's share of the time; then
+// resets; with --memreg-switch-every(-ios) the switches and each policy's share of the time; then
 // the account (account_lines()).
 std::string format_table(const std::vector<ResultRow>& rows, const Summary& summary);
 
@@ -196,7 +196,7 @@ std::string format_table(const std::vector<ResultRow>& rows, const Summary& summ
 // "cqes_reaped"), with --sim "sim_work" ({"host": {"wrs", "cqes"}, "target": {...}}), and
 // "per_io" (each host_work count, "wrs" = send + bind_mw + local_inv, and with --sim
 // "sim_work_steps", each divided by the I/Os completed, 4 decimals); on the PCIe path
-// "bytes_copied", "commands_split" and "controller_resets"; with --memreg-switch-every
+// "bytes_copied", "commands_split" and "controller_resets"; with --memreg-switch-every(-ios)
 // "memreg_switches", "memreg_switch_failures" and "memreg_time_share" ({policy: share of the
 // time, 4 decimals}, in the cycle's order); with --chaos "chaos" ({"injected": {fault: count},
 // "effects": {counter: count}}). Callers may append more keys

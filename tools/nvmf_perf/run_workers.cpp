@@ -206,10 +206,14 @@ void print_banner(const Settings& settings, const std::string& target, size_t ns
     std::snprintf(qpairs, sizeof(qpairs), " (-P %" PRIu32 " queue pairs each)",
                   settings.qpairs_per_worker);
   }
+  char number_ios[48] = "";
+  if (settings.number_ios != 0) {
+    std::snprintf(number_ios, sizeof(number_ios), " or -d %" PRIu64 " I/Os", settings.number_ios);
+  }
   std::printf("nvmf_perf: %s, %s, -q %" PRIu32 " x %zu namespaces x %" PRIu32
-              " workers%s, -o %" PRIu32 ", %" PRIu32 " s%s\n",
+              " workers%s, -o %" PRIu32 ", %" PRIu32 " s%s%s\n",
               target.c_str(), workload_name(settings.workload), settings.queue_depth, ns_count,
-              settings.cores, qpairs, settings.io_size_bytes, settings.time_s,
+              settings.cores, qpairs, settings.io_size_bytes, settings.time_s, number_ios,
               settings.verify ? ", verify" : "");
   std::fflush(stdout);
 }
@@ -295,13 +299,18 @@ nlohmann::ordered_json config_json(const Settings& settings, uint32_t ns_count,
   config["io_size"] = settings.io_size_bytes;
   config["queue_depth"] = settings.queue_depth;
   config["time_s"] = settings.time_s;
+  if (settings.number_ios != 0) config["number_ios"] = settings.number_ios;
   config["cores"] = settings.cores;
   if (!settings.pcie) config["qpairs_per_worker"] = settings.qpairs_per_worker;
   config["ns_count"] = ns_count;
   config["io_queue_size"] = queue_entries;
   if (!settings.pcie) config["memreg"] = settings.memreg;
-  if (settings.memreg_switch_every_s > 0) {
-    config["memreg_switch_every_s"] = settings.memreg_switch_every_s;
+  if (settings.memreg_switching()) {
+    if (settings.memreg_switch_every_s > 0) {
+      config["memreg_switch_every_s"] = settings.memreg_switch_every_s;
+    } else {
+      config["memreg_switch_every_ios"] = settings.memreg_switch_every_ios;
+    }
     config["memreg_switch_policies"] = settings.memreg_switch_policies;
   }
   if (!settings.pcie) config["mode"] = completion_mode_name(settings.mode);

@@ -44,7 +44,8 @@ struct ControlPoll {
 int check_namespace_fits(const Settings& settings, const NamespaceShape& ns, std::string* reason);
 
 // "nvmf_perf: TARGET, randrw, -q 32 x 1 namespaces x 1 workers, -o 4096, 10 s, verify"; with
-// -P 2 "... x 1 workers (-P 2 queue pairs each), ..."
+// -P 2 "... x 1 workers (-P 2 queue pairs each), ..."; with -d 1000 "..., 10 s or -d 1000
+// I/Os, ..."
 void print_banner(const Settings& settings, const std::string& target, size_t ns_count);
 
 // Logs that a signal ended the run early, if one did.

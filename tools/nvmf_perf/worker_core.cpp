@@ -72,8 +72,10 @@ std::string WorkerCore::add_namespace(const NamespaceShape& shape, bool* usage_e
            std::to_string(slice.count) + " I/Os of -o " + std::to_string(s.io_size_bytes) +
            " (lower -q, -c or -o)";
   }
-  namespaces_.emplace_back(shape, static_cast<uint32_t>(namespaces_.size()), blocks, slice,
-                           s.verify, picker_seed(s.seed, params_.index, shape.nsid));
+  NsState& ns =
+      namespaces_.emplace_back(shape, static_cast<uint32_t>(namespaces_.size()), blocks, slice,
+                               s.verify, picker_seed(s.seed, params_.index, shape.nsid));
+  if (s.number_ios != 0) ns.ios_to_start = s.number_ios;
   return "";
 }
 
@@ -162,7 +164,11 @@ void WorkerCore::drop_pending() noexcept {
 }
 
 bool WorkerCore::stop_due(uint64_t now_ns, uint64_t deadline_ns) const noexcept {
-  return now_ns >= deadline_ns || params_.stop_requested->load(std::memory_order_relaxed);
+  // -d: every I/O started and none waits for the queue (stop() would drop a pending one).
+  const bool ios_done = settings_.number_ios != 0 &&
+                        namespaces_started_all_ == namespaces_.size() && pending_.empty();
+  return ios_done || now_ns >= deadline_ns ||
+         params_.stop_requested->load(std::memory_order_relaxed);
 }
 
 void WorkerCore::log_drain_timeout() const noexcept {

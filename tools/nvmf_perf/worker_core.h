@@ -125,6 +125,8 @@ class WorkerCore {
     std::vector<uint32_t> failed_through;
     uint32_t last_generation = kGenerationNone;  // of the last write submitted
     LatencyHistogram histogram;
+    // -d: I/Os this namespace may still start (UINT64_MAX without -d: never runs out).
+    uint64_t ios_to_start = UINT64_MAX;
     uint64_t ios = 0;
     uint64_t bytes = 0;
     uint64_t errors = 0;
@@ -155,8 +157,9 @@ class WorkerCore {
   std::string who() const;
 
   // --- Data path (worker thread) ---
-  // Submits every task, keeps the queue full until `deadline_ns` (or a stop request), then
-  // drains; abandons what is still outstanding after kDrainTimeoutNs.
+  // Submits every task, keeps the queue full until `deadline_ns` (or a stop request, or with
+  // -d until each namespace started its number of I/Os and none is pending), then drains;
+  // abandons what is still outstanding after kDrainTimeoutNs.
   template <typename Path>
   void run(Path& path, uint64_t deadline_ns, const Ticker& ticker) noexcept;
   // A completion, from the transport's callback: books it, then starts the task again unless
@@ -195,7 +198,10 @@ class WorkerCore {
   bool prepare(Task& task) noexcept;
   template <typename Path>
   void start(Path& path, Task& task) noexcept {
+    NsState& ns = *task.ns;
+    if (ns.ios_to_start == 0) return;  // -d: this namespace had its I/Os; the task rests
     if (!prepare(task)) return;
+    if (--ns.ios_to_start == 0) ++namespaces_started_all_;
     if (!submit(path, task)) pending_.push_back(task);
   }
   // Submits a pending task. false: the queue cannot take it now, keep it pending; true: in
@@ -222,6 +228,7 @@ class WorkerCore {
   IntrusiveList<Task, &Task::pending_link> pending_;
   Xorshift64 rng_;  // read/write choice
   uint32_t in_flight_ = 0;
+  size_t namespaces_started_all_ = 0;  // -d: those whose ios_to_start reached 0
   bool stopping_ = false;
   uint64_t busy_retries_ = 0;
   IoAccount account_;  // in_flight comes from in_flight_

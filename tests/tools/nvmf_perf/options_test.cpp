@@ -531,6 +531,64 @@ TEST(PerfOptions, MemregSwitchRefused) {
   EXPECT_EQ(parse(with({"--memreg-switch-every", "soon"})).code, 2) << "CLI11: not a number";
 }
 
+TEST(PerfOptions, NumberIosBoundsTheRunLikeSpdkPerf) {
+  EXPECT_EQ(parse({"--sim", "-w", "read"}).settings.number_ios, 0u) << "-t alone by default";
+  Parsed parsed = parse({"--sim", "-w", "randrw", "-t", "60", "-d", "4000"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.number_ios, 4000u);
+  EXPECT_EQ(parsed.settings.time_s, 60u) << "-t stays the other bound";
+  parsed = parse({"-r", "trtype:PCIe traddr:model", "-w", "read", "--number-ios", "10"});
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.settings.number_ios, 10u) << "the PCIe path too: the run loop is shared";
+  EXPECT_EQ(parse({"--sim", "-w", "read", "-d", "many"}).code, 2) << "CLI11: not a number";
+}
+
+TEST(PerfOptions, MemregSwitchEveryIosSwitchesByCount) {
+  const Parsed parsed =
+      parse({"--sim", "-w", "randrw", "-d", "4000", "--memreg-switch-every-ios", "250"});
+  ASSERT_EQ(parsed.error, "");
+  const Settings& s = parsed.settings;
+  EXPECT_EQ(s.memreg_switch_every_ios, 250u);
+  EXPECT_EQ(s.memreg_switch_every_s, 0.0) << "not by time";
+  EXPECT_TRUE(s.memreg_switching());
+  EXPECT_EQ(s.memreg_switch_policies,
+            (std::vector<std::string>{"global", "sagi", "max", "deferred"}));
+  EXPECT_EQ(s.memreg, "global") << "the run starts with the cycle's first";
+  EXPECT_FALSE(parse({"--sim", "-w", "read"}).settings.memreg_switching()) << "off";
+  // Without -d the run's length is -t's, and any count may be reached.
+  EXPECT_EQ(parse({"--sim", "-w", "read", "--memreg-switch-every-ios", "1000000"}).error, "");
+  const Settings chosen = parse({"--sim", "-w", "read", "--memreg-switch-every-ios", "64",
+                                 "--memreg-switch-policies", "unsafe,deferred"})
+                              .settings;
+  EXPECT_EQ(chosen.memreg_switch_policies, (std::vector<std::string>{"unsafe", "deferred"}));
+
+  const std::vector<std::string> run = {"--sim", "-w", "read", "-q", "4"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  expect_refused(with({"--memreg-switch-every-ios", "0"}), "--memreg-switch-every-ios: 0 is not");
+  expect_refused(with({"--memreg-switch-every-ios", "10", "--memreg-switch-every", "0.5"}),
+                 "--memreg-switch-every and --memreg-switch-every-ios exclude each other");
+  expect_refused(with({"--memreg", "sagi", "--memreg-switch-every-ios", "10"}),
+                 "--memreg and --memreg-switch-every-ios exclude each other");
+  expect_refused(with({"-d", "100", "--memreg-switch-every-ios", "100"}),
+                 "--memreg-switch-every-ios 100 never switches: with -d 100 a queue pair "
+                 "completes about 100 I/Os");
+  // -P 2 shares a worker's 100 I/Os: 50 on each queue pair.
+  expect_refused(with({"-d", "100", "-P", "2", "--memreg-switch-every-ios", "50"}),
+                 "completes about 50 I/Os");
+  EXPECT_EQ(parse(with({"-d", "100", "-P", "2", "--memreg-switch-every-ios", "49"})).error, "");
+  // Two namespaces: 200 I/Os per worker.
+  EXPECT_EQ(parse(with({"-d", "100", "--ns-count", "2", "--memreg-switch-every-ios", "150"})).error,
+            "");
+  expect_refused(
+      {"-r", "trtype:PCIe traddr:model", "-w", "read", "--memreg-switch-every-ios", "10"},
+      "--memreg-switch-every-ios applies to RDMA targets, not to trtype PCIe");
+  EXPECT_EQ(parse(with({"--memreg-switch-every-ios", "often"})).code, 2) << "CLI11";
+}
+
 TEST(PerfOptions, IoTimeoutAndFastIoFailReachTheSettings) {
   Parsed parsed = parse({"--sim", "-w", "read"});
   ASSERT_EQ(parsed.error, "");

@@ -1,7 +1,8 @@
 // The transport-neutral worker (worker_core.h) against a fake Path: every task state and
 // transition (idle -> pending -> in_flight -> idle; busy / down / refused submits; the pending
-// list's order; the drain and its timeout; a stop request), and the --verify bookkeeping over
-// a fake namespace that stores what was written (round trip, corruption, failed writes).
+// list's order; the drain and its timeout; a stop request; -d's count), and the --verify
+// bookkeeping over a fake namespace that stores what was written (round trip, corruption,
+// failed writes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -281,6 +282,56 @@ TEST(PerfWorkerCore, StopRequestEndsTheRunEarly) {
   // second drains what was started.
   EXPECT_EQ(f.path.polls, 2u);
   EXPECT_EQ(f.row().ios, 4u);
+  expect_all_idle(*f.core);
+}
+
+// -d: exactly that many I/Os on the namespace, however long they take; the run ends once they
+// completed, long before -t.
+TEST(PerfWorkerCore, NumberIosEndsTheRunAfterExactlyThatMany) {
+  Settings settings = base_settings(Workload::randrw, 50, 4, true);
+  settings.number_ios = 103;  // not a multiple of -q: the last round starts 3 of the 4 tasks
+  Fixture f(settings);
+  ASSERT_EQ(f.set_up(), "");
+  const uint64_t start_ns = f.clock.now_ns();
+  f.run_for(uint64_t{3600} * 1000 * 1000 * 1000);  // -t of an hour: never reached
+  EXPECT_EQ(f.path.submitted_lbas.size(), 103u);
+  EXPECT_EQ(f.row().ios, 103u);
+  EXPECT_EQ(f.row().verify_failures, 0u);
+  EXPECT_TRUE(f.core->account().balanced());
+  // 103 I/Os at 4 per poll: 26 polls, the last one completing the last 3.
+  EXPECT_EQ(f.path.polls, 26u);
+  EXPECT_EQ(f.clock.now_ns() - start_ns, 26 * f.path.poll_step_ns);
+  EXPECT_FALSE(f.path.abandoned);
+  expect_all_idle(*f.core);
+}
+
+// The last of the -d I/Os finds the queue full: the run waits for it to go, it is not dropped.
+TEST(PerfWorkerCore, NumberIosWaitsForAPendingLastIo) {
+  Settings settings = base_settings(Workload::randread, 100, 4, false);
+  settings.number_ios = 10;
+  Fixture f(settings);
+  ASSERT_EQ(f.set_up(), "");
+  // Starts 0-3, then 4-7 after the first poll, then 8 and 9 after the second: 9 finds the
+  // queue full, and so do its first three retries.
+  f.path.answers.assign(9, SubmitOutcome::submitted);
+  f.path.answers.insert(f.path.answers.end(), 4, SubmitOutcome::busy);
+  f.run_for(uint64_t{3600} * 1000 * 1000 * 1000);
+  EXPECT_EQ(f.path.submitted_lbas.size(), 10u);
+  EXPECT_EQ(f.row().ios, 10u);
+  EXPECT_EQ(f.core->busy_retries(), 4u);
+  EXPECT_TRUE(f.core->account().balanced());
+  expect_all_idle(*f.core);
+}
+
+// -d is an additional bound: -t still ends a run whose I/Os are not done.
+TEST(PerfWorkerCore, NumberIosLeavesTheDeadlineInForce) {
+  Settings settings = base_settings(Workload::randread, 100, 4, false);
+  settings.number_ios = 1000 * 1000;
+  Fixture f(settings);
+  ASSERT_EQ(f.set_up(), "");
+  f.run_for(100 * 1000);  // 100 polls of 4 I/Os
+  EXPECT_NEAR(static_cast<double>(f.row().ios), 400.0, 8.0);
+  EXPECT_NEAR(f.core->elapsed_s(), 0.0001, 0.000002);  // and one poll of drain
   expect_all_idle(*f.core);
 }
 
