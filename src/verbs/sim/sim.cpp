@@ -188,13 +188,6 @@ void Fabric::progress() noexcept {
   idle_.store(active_.empty(), std::memory_order_release);
 }
 
-bool Fabric::take_fault(WcStatus* status) noexcept {
-  if (fault_count_ == 0) return false;
-  --fault_count_;
-  *status = fault_status_;
-  return true;
-}
-
 // ---------------------------------------------------------------------------------------
 // Device and key table
 
@@ -396,40 +389,22 @@ int SimCq::poll(std::span<WorkCompletion> out) noexcept {
   return reaped;
 }
 
-void SimCq::push(const WorkCompletion& wc) noexcept {
-  SimCounters& counters = device_.counters;
-  ++counters.completions;
-  if (wc.status == WcStatus::wr_flush_error) {
-    ++counters.flush_completions;
-  } else if (wc.status != WcStatus::success) {
-    ++counters.error_completions;
-  }
-  if (failed_) {
-    ++counters.cq_overruns;
-    return;
-  }
-  if (tail_ - head_ >= depth_) {
-    ++counters.cq_overruns;
-    NVMF_ERRLOG(sim, "CQ overrun (depth %u): completion of wr_id 0x%" PRIx64 " dropped", depth_,
-                wc.wr_id);
-    fail();  // hardware: CQ_ERR, and the CQ writes nothing more
-    return;
-  }
-  Entry& entry = ring_[tail_ & mask_];
-  entry.wc = wc;
-  entry.ready_poll = 0;
-  entry.ready_ns = 0;
-  if (delay_left_ > 0) {
-    entry.ready_poll = polls_ + delay_.polls;
-    entry.ready_ns = delay_.delay_ns != 0 ? device_.fabric().now_ns() + delay_.delay_ns : 0;
-    if (delay_left_ != UINT32_MAX) --delay_left_;
-  }
-  ++tail_;
-  empty_.store(false, std::memory_order_release);
-  if (armed_) {
-    armed_ = false;
-    signal_event_fd(event_fd_);
-  }
+void SimCq::overrun(const WorkCompletion& wc) noexcept {
+  ++device_.counters.cq_overruns;
+  NVMF_ERRLOG(sim, "CQ overrun (depth %u): completion of wr_id 0x%" PRIx64 " dropped", depth_,
+              wc.wr_id);
+  fail();  // hardware: CQ_ERR, and the CQ writes nothing more
+}
+
+void SimCq::delay(Entry& entry) noexcept {
+  entry.ready_poll = polls_ + delay_.polls;
+  entry.ready_ns = delay_.delay_ns != 0 ? device_.fabric().now_ns() + delay_.delay_ns : 0;
+  if (delay_left_ != UINT32_MAX) --delay_left_;
+}
+
+void SimCq::signal() noexcept {
+  armed_ = false;
+  signal_event_fd(event_fd_);
 }
 
 void SimCq::fail() noexcept {
@@ -469,22 +444,6 @@ void RecvRing::init(uint32_t wr, uint32_t sge) {
   max_wr = static_cast<uint32_t>(capacity);
   sges.resize(capacity * sge);
   mask = capacity - 1;
-}
-
-Result<void> RecvRing::post(const RecvWr& wr) noexcept {
-  if (wr.num_sge > max_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
-    return Unexpected(Errc::invalid_argument, "post_recv: too many SGEs");
-  }
-  if (tail - head.load(std::memory_order_acquire) >= max_wr) {
-    return Unexpected(Errc::busy, "post_recv: receive queue full");
-  }
-  RecvWqe& wqe = wqes[tail & mask];
-  wqe.wr_id = wr.wr_id;
-  wqe.num_sge = wr.num_sge;
-  Sge* sge = &sges[(tail & mask) * max_sge];
-  for (uint32_t i = 0; i < wr.num_sge; ++i) sge[i] = wr.sg_list[i];
-  ++tail;
-  return {};
 }
 
 Result<std::unique_ptr<SharedReceiveQueue>> SimPd::create_srq(const SrqOpts& opts) noexcept {

@@ -96,7 +96,26 @@ struct RecvRing {
   std::atomic<uint64_t> head{0};  // [L] written under the lock, read by the owner for busy
 
   void init(uint32_t wr, uint32_t sge);
-  Result<void> post(const RecvWr& wr) noexcept;  // owner thread
+  // Owner thread. Inline: every receive posted, on a QP or an SRQ, goes through it.
+  Result<void> post(const RecvWr& wr) noexcept {
+    if (wr.num_sge > max_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      return Unexpected(Errc::invalid_argument, "post_recv: too many SGEs");
+    }
+    if (tail - head.load(std::memory_order_acquire) >= max_wr) {
+      return Unexpected(Errc::busy, "post_recv: receive queue full");
+    }
+    RecvWqe& wqe = wqes[tail & mask];
+    wqe.wr_id = wr.wr_id;
+    wqe.num_sge = wr.num_sge;
+    Sge* sge = &sges[(tail & mask) * max_sge];
+    if (wr.num_sge == 1) {
+      sge[0] = wr.sg_list[0];  // the usual receive: one buffer, without the loop's overhead
+    } else {
+      for (uint32_t i = 0; i < wr.num_sge; ++i) sge[i] = wr.sg_list[i];
+    }
+    ++tail;
+    return {};
+  }
   const Sge* sge_of(uint64_t position) const noexcept { return &sges[(position & mask) * max_sge]; }
 };
 
@@ -236,7 +255,32 @@ class SimCq final : public CompletionQueue {
   uint32_t depth() const noexcept override { return depth_; }
 
   SimDevice& device() const noexcept { return device_; }
-  void push(const WorkCompletion& wc) noexcept;           // [L]
+  // [L] Inline, as it runs for every CQE: the rare cases (overrun, delay, armed) are calls.
+  void push(const WorkCompletion& wc) noexcept {
+    SimCounters& counters = device_.counters;
+    ++counters.completions;
+    if (wc.status == WcStatus::wr_flush_error) {
+      ++counters.flush_completions;
+    } else if (wc.status != WcStatus::success) {
+      ++counters.error_completions;
+    }
+    if (failed_) {
+      ++counters.cq_overruns;
+      return;
+    }
+    if (tail_ - head_ >= depth_) {
+      overrun(wc);
+      return;
+    }
+    Entry& entry = ring_[tail_ & mask_];
+    entry.wc = wc;
+    entry.ready_poll = 0;
+    entry.ready_ns = 0;
+    if (delay_left_ > 0) delay(entry);
+    ++tail_;
+    empty_.store(false, std::memory_order_release);
+    if (armed_) signal();
+  }
   void set_delay(const CompletionDelay& delay) noexcept;  // [L]
   // [L] An overrun or an injected CQ_ERR: raises cq_error once; every later CQE is dropped
   // (a CQ in error writes nothing), those already queued can still be polled.
@@ -248,6 +292,9 @@ class SimCq final : public CompletionQueue {
     uint64_t ready_poll = 0;  // the poll() count from which it may be reaped
     uint64_t ready_ns = 0;    // the clock time from which it may be reaped (0: any)
   };
+  void overrun(const WorkCompletion& wc) noexcept;  // [L] counts, logs, fail()
+  void delay(Entry& entry) noexcept;                // [L] set_delay() holds the entry back
+  void signal() noexcept;                           // [L] armed: the event fd, once
   std::shared_ptr<Fabric> fabric_;  // keeps the device alive (children may outlive parents)
   SimDevice& device_;
   const uint32_t depth_;
@@ -332,12 +379,20 @@ class SimQp final : public QueuePair {
     prior_complete,  // IBTA local-invalidate fence (IBA 10.6.5.1): every prior WQE complete
     strong,          // mlx5 STRONG_ORDERING (umr_fence): ... and every key change visible
   };
+  // The rules (profile, send_fence, the WQE's opcode and IBV_SEND_FENCE, whether the WQE
+  // before it was a BIND / LOCAL_INV); fence_of looks the answer up in fence_table_, filled
+  // from this at creation, since nothing else goes into it and the profile is fixed.
+  static Fence fence_rule(const SimOpts& opts, WrOpcode opcode, bool fenced,
+                          bool after_memory_management) noexcept;
   Fence fence_of(const SendWqe& wqe) const noexcept;
   bool may_start(const SendWqe& wqe, uint64_t position) const noexcept;
   uint64_t commit_lag() noexcept;  // drawn per BIND_MW / LOCAL_INV from the profile's distribution
   void hide_key_change(SendWqe& wqe, const KeySlot& slot) noexcept;  // the WQE at sq_exec_
   void land_key_change(const SendWqe& wqe) noexcept;  // the slot's visible state := committed
-  bool land_key_changes() noexcept;                   // those whose lag has passed
+  // Those whose lag has passed. Called after every WQE started: inline, as nearly always
+  // nothing waits (rxe, and any QP that posts no BIND_MW / LOCAL_INV).
+  bool land_key_changes() noexcept { return !invisible_.empty() && land_pending_key_changes(); }
+  bool land_pending_key_changes() noexcept;
   Exec execute(SendWqe& wqe, uint64_t position) noexcept;
   Exec execute_send(SendWqe& wqe, uint64_t position) noexcept;
   void execute_rdma(SendWqe& wqe, uint64_t position) noexcept;
@@ -376,13 +431,14 @@ class SimQp final : public QueuePair {
 
   RecvRing rq_;  // unused with an SRQ
 
-  uint64_t step_ = 0;             // [L] the QP's step clock (mlx5 lag, adversarial delays)
-  uint32_t reads_in_flight_ = 0;  // [L] executed RDMA READs not yet completed
-  WrOpcode last_started_ = WrOpcode::send;  // [L] opcode of the previous WQE started
-  bool started_any_ = false;                // [L]
-  SimQp* peer_ = nullptr;                   // [L]
-  uint8_t rnr_retry_count_ = 7;             // [L] from this side's ConnectParams
-  uint32_t fault_count_ = 0;                // [L] fail_next_wrs(qp, ...)
+  uint64_t step_ = 0;                     // [L] the QP's step clock (mlx5 lag, adversarial delays)
+  uint32_t reads_in_flight_ = 0;          // [L] executed RDMA READs not yet completed
+  bool after_memory_management_ = false;  // [L] the previous WQE started was a BIND / LOCAL_INV
+  static constexpr size_t kWrOpcodeCount = static_cast<size_t>(WrOpcode::bind_mw) + 1;
+  Fence fence_table_[2][2][kWrOpcodeCount] = {};  // [I] fence_rule [fenced][after BIND/INV][op]
+  SimQp* peer_ = nullptr;                         // [L]
+  uint8_t rnr_retry_count_ = 7;                   // [L] from this side's ConnectParams
+  uint32_t fault_count_ = 0;                      // [L] fail_next_wrs(qp, ...)
   WcStatus fault_status_ = WcStatus::general_error;
   // [L] Positions of executed BIND_MW / LOCAL_INVs whose key change is not visible yet, in
   // post order (capacity: the send queue, reserved at creation).
@@ -504,7 +560,13 @@ class Fabric : public std::enable_shared_from_this<Fabric> {
   }
   void progress() noexcept;  // the body of every sim call
   // Sim-wide fault injection: true (and status) when the next WQE to execute must fail.
-  bool take_fault(WcStatus* status) noexcept;
+  // Inline: asked once per WQE executed, and nearly always nothing is armed.
+  bool take_fault(WcStatus* status) noexcept {
+    if (fault_count_ == 0) return false;
+    --fault_count_;
+    *status = fault_status_;
+    return true;
+  }
   void set_fault(uint32_t count, WcStatus status) noexcept {
     fault_count_ = count;
     fault_status_ = status;

@@ -658,6 +658,47 @@ TEST(SimFence, StrongFenceWaitsForPriorKeyChangesAndTheIbtaFenceDoesNot) {
   }
 }
 
+// mlx5 INITIATOR_SMALL: the WQE after a BIND_MW waits for the prior RDMA READs, even when
+// neither is fenced. The READ's completion is held back (adversarial delays), so a SEND that
+// started early would reach the target while the READ's CQE is still missing at the host.
+// (Pins the "previous WQE was a BIND / LOCAL_INV" state the fence table is indexed by.)
+TEST(SimFence, TheWqeAfterABindWaitsForPriorReads) {
+  int held_back = 0;  // polls at which the READ was still held back, the SEND not delivered
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE(seed);
+    PairOpts opts;
+    opts.sim.profile = SimProfile::adversarial;
+    opts.sim.seed = seed;
+    opts.sim.adversarial_completion_delay_steps = 200;
+    SimPair pair(opts);
+    ASSERT_NE(pair.target.qp, nullptr);
+    pair.post_recvs(pair.target, 1, 0, 64);
+    auto mw = make_window(pair.host);
+    Sge read_sge = pair.host.sge(8192, 512);
+    Sge capsule = pair.host.sge(60000, 16);
+    ASSERT_TRUE(pair.host.qp->post_send(
+        rdma_wr(WrOpcode::rdma_read, 1, &read_sge, pair.target.addr(0), pair.target.mr->rkey())));
+    ASSERT_TRUE(pair.host.qp->post_send(
+        bind_wr(2, *mw, *pair.host.mr, pair.host.addr(4096), 4096, kRemoteRw, mw->next_rkey(), 0)));
+    ASSERT_TRUE(pair.host.qp->post_send(send_wr(3, &capsule, 0)));
+    ASSERT_TRUE(pair.host.qp->flush());
+    bool read_done = false;
+    bool delivered = false;
+    for (int poll = 0; poll < 2000 && !delivered; ++poll) {
+      // The recv CQ first: when it shows the SEND, the READ must have completed before it.
+      delivered = !pair.collect(*pair.target.recv_cq, 1, 1).empty();
+      for (const WorkCompletion& wc : pair.collect(*pair.host.send_cq, 1, 1)) {
+        EXPECT_EQ(wc.status, WcStatus::success);
+        if (wc.wr_id == 1) read_done = true;
+      }
+      if (!delivered && !read_done && poll > 0) ++held_back;
+      EXPECT_TRUE(!delivered || read_done) << "the SEND started before the READ completed";
+    }
+    EXPECT_TRUE(delivered);
+  }
+  EXPECT_GT(held_back, 0);  // the delays did hold READs back: the test can see a violation
+}
+
 // mlx5-2017-rare: the same rules, the lag drawn per WR: slow for one in `slow_one_in`.
 TEST(SimRareRace, OneInOneIsTheCertainRace) {
   TraceOpts trace;
