@@ -78,6 +78,16 @@ struct KeySlot {
   uint32_t key() const noexcept { return (index << 8) | key8; }
 };
 
+// A posted WR's SGEs into its slot: post_send and post_recv, per WR. One SGE (the usual WR)
+// without the loop's overhead.
+inline void copy_posted_sges(Sge* slot, const Sge* sg_list, uint32_t count) noexcept {
+  if (count == 1) {
+    slot[0] = sg_list[0];
+  } else {
+    for (uint32_t i = 0; i < count; ++i) slot[i] = sg_list[i];
+  }
+}
+
 // A receive ring (a QP's RQ or an SRQ). Slots in [head, db) are on the device; [db, tail) were
 // posted but not yet rung in; the owner thread writes slots at tail.
 struct RecvWqe {
@@ -107,12 +117,7 @@ struct RecvRing {
     RecvWqe& wqe = wqes[tail & mask];
     wqe.wr_id = wr.wr_id;
     wqe.num_sge = wr.num_sge;
-    Sge* sge = &sges[(tail & mask) * max_sge];
-    if (wr.num_sge == 1) {
-      sge[0] = wr.sg_list[0];  // the usual receive: one buffer, without the loop's overhead
-    } else {
-      for (uint32_t i = 0; i < wr.num_sge; ++i) sge[i] = wr.sg_list[i];
-    }
+    copy_posted_sges(&sges[(tail & mask) * max_sge], wr.sg_list, wr.num_sge);
     ++tail;
     return {};
   }

@@ -225,12 +225,8 @@ Result<void> SimQp::post_send(const SendWr& wr) noexcept {
     wqe.inline_length = static_cast<uint32_t>(total);
   } else {
     wqe.num_sge = wr.num_sge;
-    Sge* sges = &sq_sges_[(sq_tail_ & sq_mask_) * granted_.max_send_sge];
-    if (wr.num_sge == 1) {
-      sges[0] = wr.sg_list[0];  // the usual WR: one buffer, without the loop's overhead
-    } else {
-      for (uint32_t i = 0; i < wr.num_sge; ++i) sges[i] = wr.sg_list[i];
-    }
+    copy_posted_sges(&sq_sges_[(sq_tail_ & sq_mask_) * granted_.max_send_sge], wr.sg_list,
+                     wr.num_sge);
   }
   ++sq_tail_;
   return {};
