@@ -256,20 +256,10 @@ Result<std::unique_ptr<Bdev>> create_delay_bdev(const DelayBdevOpts& opts, Bdev&
   }
   try {
     auto bdev = std::make_unique<DelayBdev>(  // setup-path
-        Bdev::Params{.backend_name = kBackend,
-                     .name = opts.name,
-                     .block_size_bytes = base.block_size_bytes(),
-                     .block_count = base.block_count(),
-                     .uuid = opts.uuid,
-                     .io_types = base.supported_io_types(),
-                     .queue_depth_max = base.queue_depth_max(),
-                     .buffer_alignment_bytes = base.buffer_alignment_bytes(),
-                     .clock = opts.clock},
-        base, opts.latency);
-    if (auto claimed = base.claim(*bdev); !claimed) {
-      // validate_wrapper_opts saw it free; only a racing claim on another thread gets here.
-      return Unexpected(Errc::busy, "base_bdev: already the base of another bdev");
-    }
+        detail::wrapper_params(kBackend, opts.name, opts.uuid, base, opts.clock), base,
+        opts.latency);
+    if (auto claimed = detail::claim_base(base, *bdev); !claimed)
+      return Unexpected(claimed.error());
     bdev->holds_claim_ = true;
     NVMF_INFOLOG(bdev,
                  "delay bdev '%s' on '%s': read %" PRIu64 " us, write %" PRIu64

@@ -100,4 +100,28 @@ inline Result<void> validate_wrapper_opts(const char* backend, const std::string
   return {};
 }
 
+// A wrapper's parameters: its own backend, name, UUID and clock; the geometry, I/O types,
+// depth and alignment of its base, which it passes every I/O to.
+inline Bdev::Params wrapper_params(const char* backend, const std::string& name, const Uuid& uuid,
+                                   const Bdev& base, const Clock* clock) {
+  return Bdev::Params{.backend_name = backend,
+                      .name = name,
+                      .block_size_bytes = base.block_size_bytes(),
+                      .block_count = base.block_count(),
+                      .uuid = uuid,
+                      .io_types = base.supported_io_types(),
+                      .queue_depth_max = base.queue_depth_max(),
+                      .buffer_alignment_bytes = base.buffer_alignment_bytes(),
+                      .clock = clock};
+}
+
+// Takes the claim on `base` for the new `wrapper`, which releases it when destroyed.
+inline Result<void> claim_base(Bdev& base, const Bdev& wrapper) noexcept {
+  if (auto claimed = base.claim(wrapper); !claimed) {
+    // validate_wrapper_opts saw it free; only a racing claim on another thread gets here.
+    return Unexpected(Errc::busy, "base_bdev: already the base of another bdev");
+  }
+  return {};
+}
+
 }  // namespace nvmf::bdev::detail
