@@ -212,72 +212,73 @@ TEST(MemoryMap, EachDomainGetsItsOwnKeys) {
   EXPECT_NE(keys_a.lkey, keys_b.lkey);
 }
 
-TEST(MemoryMap, RangesLeavingAChunkAreRefused) {
-  SimDevice sim;
-  verbs::ProtectionDomain& pd = sim.new_pd();
-  auto map = make_map();
-  ASSERT_NE(map, nullptr);
-  auto domain = map->attach(pd);
-  ASSERT_TRUE(domain);
-  // Two whole-chunk buffers: two chunks, which mmap may well have placed side by side.
-  char* first = static_cast<char*>(map->allocate(kChunkBytes));
-  char* second = static_cast<char*>(map->allocate(kChunkBytes));
-  ASSERT_TRUE(first != nullptr && second != nullptr);
-  EXPECT_EQ(map->chunk_count(), 2u);
+// A map attached to one PD, with two whole-chunk buffers: two chunks, which mmap may well
+// have placed side by side.
+class MemoryMapTwoChunks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    map_ = make_map();
+    ASSERT_NE(map_, nullptr);
+    auto attached = map_->attach(sim_.new_pd());
+    ASSERT_TRUE(attached);
+    domain_ = *attached;
+    first_ = static_cast<char*>(map_->allocate(kChunkBytes));
+    second_ = static_cast<char*>(map_->allocate(kChunkBytes));
+    ASSERT_TRUE(first_ != nullptr && second_ != nullptr);
+    ASSERT_EQ(map_->chunk_count(), 2u);
+  }
 
+  SimDevice sim_;  // before the map, which deregisters its MRs
+  std::unique_ptr<MemoryMap> map_;
+  uint32_t domain_ = 0;
+  char* first_ = nullptr;
+  char* second_ = nullptr;
+};
+
+TEST_F(MemoryMapTwoChunks, RangesLeavingAChunkAreRefused) {
   Keys keys;
-  EXPECT_TRUE(map->translate(*domain, first, kChunkBytes, &keys));
-  EXPECT_FALSE(map->translate(*domain, first, kChunkBytes + 1, &keys));
-  EXPECT_TRUE(map->translate(*domain, first + kChunkBytes - 1, 1, &keys));
-  EXPECT_FALSE(map->translate(*domain, first + kChunkBytes - 1, 2, &keys));
-  EXPECT_FALSE(map->translate(*domain, first - 1, 2, &keys));
-  EXPECT_FALSE(map->translate(*domain, first, SIZE_MAX, &keys));  // no wrap-around
+  EXPECT_TRUE(map_->translate(domain_, first_, kChunkBytes, &keys));
+  EXPECT_FALSE(map_->translate(domain_, first_, kChunkBytes + 1, &keys));
+  EXPECT_TRUE(map_->translate(domain_, first_ + kChunkBytes - 1, 1, &keys));
+  EXPECT_FALSE(map_->translate(domain_, first_ + kChunkBytes - 1, 2, &keys));
+  EXPECT_FALSE(map_->translate(domain_, first_ - 1, 2, &keys));
+  EXPECT_FALSE(map_->translate(domain_, first_, SIZE_MAX, &keys));  // no wrap-around
   // Across the boundary of the two chunks, adjacent or not: two MRs, so no single key.
-  char* lower = first < second ? first : second;
-  EXPECT_FALSE(map->translate(*domain, lower + kChunkBytes - 4096, 8192, &keys));
-  EXPECT_EQ(chunk_end(*map, *domain, lower), reinterpret_cast<uintptr_t>(lower + kChunkBytes));
+  char* lower = first_ < second_ ? first_ : second_;
+  EXPECT_FALSE(map_->translate(domain_, lower + kChunkBytes - 4096, 8192, &keys));
+  EXPECT_EQ(chunk_end(*map_, domain_, lower), reinterpret_cast<uintptr_t>(lower + kChunkBytes));
 }
 
 // A queue pair's KeyCache (the translate() of every data buffer it sends) answers as the map
 // does: the chunk it holds from the cache, another chunk, a range leaving a chunk or memory
 // not from the map by a real translation, which refills it only when it succeeds.
-TEST(MemoryMap, TranslateThroughAKeyCacheAnswersAsTheMapDoes) {
-  SimDevice sim;
-  verbs::ProtectionDomain& pd = sim.new_pd();
-  auto map = make_map();
-  ASSERT_NE(map, nullptr);
-  auto domain = map->attach(pd);
-  ASSERT_TRUE(domain);
-  char* first = static_cast<char*>(map->allocate(kChunkBytes));
-  char* second = static_cast<char*>(map->allocate(kChunkBytes));
-  ASSERT_TRUE(first != nullptr && second != nullptr);
-  ASSERT_EQ(map->chunk_count(), 2u);
+TEST_F(MemoryMapTwoChunks, TranslateThroughAKeyCacheAnswersAsTheMapDoes) {
   Keys first_keys, second_keys;
-  ASSERT_TRUE(map->translate(*domain, first, kChunkBytes, &first_keys));
-  ASSERT_TRUE(map->translate(*domain, second, kChunkBytes, &second_keys));
+  ASSERT_TRUE(map_->translate(domain_, first_, kChunkBytes, &first_keys));
+  ASSERT_TRUE(map_->translate(domain_, second_, kChunkBytes, &second_keys));
   ASSERT_NE(first_keys.lkey, second_keys.lkey);
 
   KeyCache cache;
   Keys keys;
-  ASSERT_TRUE(map->translate(*domain, first + 4096, 4096, &keys, &cache));
+  ASSERT_TRUE(map_->translate(domain_, first_ + 4096, 4096, &keys, &cache));
   EXPECT_EQ(keys.lkey, first_keys.lkey);
   EXPECT_EQ(keys.rkey, first_keys.rkey);
-  EXPECT_TRUE(cache.holds(first, kChunkBytes));
+  EXPECT_TRUE(cache.holds(first_, kChunkBytes));
   // Ranges that leave the cached chunk are not answered from it.
-  EXPECT_FALSE(map->translate(*domain, first + kChunkBytes - 1, 2, &keys, &cache));
-  EXPECT_FALSE(map->translate(*domain, first - 1, 2, &keys, &cache));
-  EXPECT_FALSE(map->translate(*domain, first, SIZE_MAX, &keys, &cache));
-  EXPECT_TRUE(cache.holds(first, kChunkBytes)) << "a failed translation keeps the cache";
+  EXPECT_FALSE(map_->translate(domain_, first_ + kChunkBytes - 1, 2, &keys, &cache));
+  EXPECT_FALSE(map_->translate(domain_, first_ - 1, 2, &keys, &cache));
+  EXPECT_FALSE(map_->translate(domain_, first_, SIZE_MAX, &keys, &cache));
+  EXPECT_TRUE(cache.holds(first_, kChunkBytes)) << "a failed translation keeps the cache";
   // Another chunk: its own keys, and the cache follows it.
-  ASSERT_TRUE(map->translate(*domain, second, 8192, &keys, &cache));
+  ASSERT_TRUE(map_->translate(domain_, second_, 8192, &keys, &cache));
   EXPECT_EQ(keys.lkey, second_keys.lkey);
   EXPECT_EQ(keys.rkey, second_keys.rkey);
-  EXPECT_FALSE(cache.holds(first, 1));
-  ASSERT_TRUE(map->translate(*domain, first, 4096, &keys, &cache));
+  EXPECT_FALSE(cache.holds(first_, 1));
+  ASSERT_TRUE(map_->translate(domain_, first_, 4096, &keys, &cache));
   EXPECT_EQ(keys.lkey, first_keys.lkey);
   int on_stack = 0;
-  EXPECT_FALSE(map->translate(*domain, &on_stack, sizeof(on_stack), &keys, &cache));
-  EXPECT_FALSE(map->translate(*domain + 1, second, 4096, &keys, &cache));
+  EXPECT_FALSE(map_->translate(domain_, &on_stack, sizeof(on_stack), &keys, &cache));
+  EXPECT_FALSE(map_->translate(domain_ + 1, second_, 4096, &keys, &cache));
 }
 
 TEST(MemoryMap, PointersNotFromTheMapDoNotTranslate) {
