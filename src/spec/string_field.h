@@ -3,12 +3,15 @@
 //    NUL-padded and use the NUL helpers): no terminator on the wire;
 //  - NUL-terminated text inside a fixed field (NQNs in 256 bytes): the writer always leaves a
 //    terminator; the reader never reads past the field, terminator or not.
-// Plus a deliberately simple NQN validity check. Header-only; any thread.
+// Plus a deliberately simple NQN validity check. Header-only; any thread. The fills are
+// std::copy_n / std::fill_n: constexpr, and memmove / memset at run time (each discovery log
+// entry pads 544 bytes of text fields).
 //
 // Sources: Base spec "Identify Controller Data Structure" (SN/MN/FR "ASCII string ... padded
 // with spaces"), "NVM Qualified Names" (NQN format and the 223-byte limit).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -21,8 +24,7 @@ namespace nvmf::spec {
 // fit (the field then holds its first `size` bytes).
 constexpr bool put_space_padded(char* field, size_t size, std::string_view text) noexcept {
   const size_t copied = text.size() < size ? text.size() : size;
-  for (size_t i = 0; i < copied; ++i) field[i] = text[i];
-  for (size_t i = copied; i < size; ++i) field[i] = ' ';
+  std::fill_n(std::copy_n(text.data(), copied, field), size - copied, ' ');
   return copied == text.size();
 }
 
@@ -43,8 +45,7 @@ constexpr std::string_view get_space_padded(const char* field, size_t size) noex
 constexpr bool put_nul_padded(char* field, size_t size, std::string_view text) noexcept {
   const bool fits = text.size() < size && text.find('\0') == std::string_view::npos;
   const size_t copied = fits ? text.size() : 0;
-  for (size_t i = 0; i < copied; ++i) field[i] = text[i];
-  for (size_t i = copied; i < size; ++i) field[i] = '\0';
+  std::fill_n(std::copy_n(text.data(), copied, field), size - copied, '\0');
   return fits;
 }
 
