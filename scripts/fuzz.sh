@@ -67,6 +67,10 @@ replay_dir="build-fuzz"
 if [ -z "$build_dir" ]; then
   if [ "$fast" -eq 1 ]; then build_dir="build-fuzz-fast"; else build_dir="build-fuzz"; fi
 fi
+# Absolute from here on: each fuzzer runs in its work folder (libFuzzer writes fuzz-K.log there).
+root="$(pwd)"
+[[ "$build_dir" == /* ]] || build_dir="$root/$build_dir"
+[[ "$replay_dir" == /* ]] || replay_dir="$root/$replay_dir"
 [ ${#targets[@]} -eq 0 ] && targets=("${ALL_TARGETS[@]}")
 for target in "${targets[@]}"; do
   [[ " ${ALL_TARGETS[*]} " == *" $target "* ]] || { echo "fuzz: no target $target (${ALL_TARGETS[*]})" >&2; exit 2; }
@@ -112,11 +116,10 @@ load_before="$(uptime | sed 's/.*load average: //')"
 
 rows=()
 findings_total=0
-root="$(pwd)"
 for target in "${targets[@]}"; do
-  binary="$root/$build_dir/tests/fuzz/fuzz_$target"
+  binary="$build_dir/tests/fuzz/fuzz_$target"
   [ -x "$binary" ] || { echo "fuzz: $binary not built" >&2; exit 2; }
-  work="$root/$out/$target"
+  work="$out/$target"
   rm -rf "$work"
   mkdir -p "$work/corpus"
   log="$work/$target.log"
@@ -149,7 +152,7 @@ for target in "${targets[@]}"; do
   corp="$(find "$work/corpus" -type f | wc -l) files, $(du -sk "$work/corpus" | cut -f1) KiB"
   if [ "$fast" -eq 1 ] && [ "$status" -eq 0 ]; then
     # Every input of the grown corpus once under AddressSanitizer (-runs=0: no fuzzing).
-    replay="$root/$replay_dir/tests/fuzz/fuzz_$target"
+    replay="$replay_dir/tests/fuzz/fuzz_$target"
     [ -x "$replay" ] || { echo "fuzz: $replay not built" >&2; exit 2; }
     echo "fuzz: $target: replaying $(find "$work/corpus" -type f | wc -l) inputs under ASan ..."
     (cd "$work" && nice -n 19 "$replay" -runs=0 -timeout=10 -rss_limit_mb=2048 \
