@@ -13,9 +13,9 @@
 # --jobs J runs J processes of a target at once on one shared corpus (libFuzzer's -jobs=J
 # -workers=J), each for N/J inputs (rounded up) or S seconds: the inputs column adds theirs up.
 # --fast builds without AddressSanitizer (UndefinedBehaviorSanitizer only, in build-fuzz-fast
-# unless --build-dir), about 2-3x the inputs per second of the default build on the targets
-# that allocate much; after each target's run its whole corpus (every input that reached new
-# coverage, seeds included) runs once more under the default AddressSanitizer +
+# unless --build-dir): 1.6x the inputs per second of the default build on admin_commands
+# (docs/testing.md, "Figures"). After each target's run its whole corpus (every input that
+# reached new coverage, seeds included) runs once more under the default AddressSanitizer +
 # UndefinedBehaviorSanitizer build (build-fuzz), and a report there is a finding like any other.
 #
 # Everything a run writes stays in DIR/fuzz-runs/TARGET/: corpus/ (the inputs it found; the
