@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: scripts/fuzz.sh [--runs N] [--seconds S] [--jobs J] [--fast] [--build-dir DIR] [--no-build] [TARGET...]
+# usage: scripts/fuzz.sh [--runs N] [--seconds S] [--jobs J] [--fast] [--build-dir DIR] [--replay-dir DIR] [--no-build] [TARGET...]
 #
 # Builds the libFuzzer targets (tests/fuzz, CMake option NVMF_FUZZ, clang) in their own build
 # folder and runs each one for N inputs or S seconds, whichever comes first when both are
@@ -16,7 +16,8 @@
 # unless --build-dir): 1.6x the inputs per second of the default build on admin_commands
 # (docs/testing.md, "Figures"). After each target's run its whole corpus (every input that
 # reached new coverage, seeds included) runs once more under the default AddressSanitizer +
-# UndefinedBehaviorSanitizer build (build-fuzz), and a report there is a finding like any other.
+# UndefinedBehaviorSanitizer build (build-fuzz unless --replay-dir), and a report there is a
+# finding like any other.
 #
 # Everything a run writes stays in DIR/fuzz-runs/TARGET/: corpus/ (the inputs it found; the
 # seeds in the source tree are never touched), TARGET.log (libFuzzer's output; with --jobs also
@@ -43,6 +44,7 @@ seconds=""
 jobs=1
 fast=0
 build_dir=""
+replay_dir="build-fuzz"  # the build whose corpus replay checks a --fast run: the default one
 build=1
 targets=()
 while [ $# -gt 0 ]; do
@@ -52,6 +54,7 @@ while [ $# -gt 0 ]; do
     --jobs) [ $# -ge 2 ] || usage; jobs="$2"; shift 2 ;;
     --fast) fast=1; shift ;;
     --build-dir) [ $# -ge 2 ] || usage; build_dir="$2"; shift 2 ;;
+    --replay-dir) [ $# -ge 2 ] || usage; replay_dir="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 0 ;;
     -*) usage ;;
@@ -62,8 +65,6 @@ done
 [[ -z "$runs" || "$runs" =~ ^[0-9]+$ ]] || usage
 [[ -z "$seconds" || "$seconds" =~ ^[0-9]+$ ]] || usage
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || usage
-# The build whose corpus replay checks a --fast run: the default one.
-replay_dir="build-fuzz"
 if [ -z "$build_dir" ]; then
   if [ "$fast" -eq 1 ]; then build_dir="build-fuzz-fast"; else build_dir="build-fuzz"; fi
 fi
