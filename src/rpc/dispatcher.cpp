@@ -16,7 +16,8 @@ namespace {
 constexpr const char* kGetMethodsName = "rpc_get_methods";
 constexpr const char* kGetMethodsSummary = "list the methods with a one-line summary each";
 
-// nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest says where.
+// nlohmann's what() starts with "[json.exception.parse_error.101] " (or out_of_range.406 for
+// a number too large); the rest says what and where.
 std::string without_exception_prefix(const char* what) {
   std::string text(what);
   if (!text.empty() && text[0] == '[') {
@@ -132,7 +133,9 @@ std::string Dispatcher::handle(std::string_view request, bool* close_after) cons
     Json parsed;
     try {
       parsed = Json::parse(request.begin(), request.end());
-    } catch (const Json::parse_error& error) {
+    } catch (const Json::exception& error) {
+      // parse_error, or out_of_range for a number a double cannot hold ("4e444"): valid JSON
+      // text, but not a request we can read, so the same answer as for any unreadable text.
       if (close_after) *close_after = true;
       return detail::dump(detail::error_response(nullptr, error_code::parse_error,
                                                  without_exception_prefix(error.what())));

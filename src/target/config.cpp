@@ -542,8 +542,9 @@ SubsystemConfig parse_subsystem(const Node& node, const TargetOpts& target_opts,
 json parse_json(std::string_view text, const std::string& path) {
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& error) {
-    // nlohmann says "[json.exception.parse_error.101] parse error at line 3, column 5: ...".
+  } catch (const json::exception& error) {
+    // nlohmann says "[json.exception.parse_error.101] parse error at line 3, column 5: ...",
+    // or out_of_range.406 "number overflow parsing '1e999'" for a number a double cannot hold.
     std::string what = error.what();
     const size_t bracket = what.find("] ");
     if (bracket != std::string::npos) what = what.substr(bracket + 2);

@@ -256,6 +256,14 @@ TEST(ConfigTest, InvalidJsonNamesThePosition) {
   EXPECT_NE(message.find("line 2"), std::string::npos) << message;
 }
 
+// A number nlohmann::json cannot hold is invalid JSON to us, said as such (not as a library
+// exception's text).
+TEST(ConfigTest, ANumberTooLargeToHoldIsInvalidJson) {
+  const std::string message = parse_error(R"({"target": {"max_queue_depth": 1e999}})");
+  EXPECT_EQ(message.rfind("config: invalid JSON: ", 0), 0u) << message;
+  EXPECT_NE(message.find("number overflow"), std::string::npos) << message;
+}
+
 class BuildTargetTest : public TargetTest {};
 
 TEST_F(BuildTargetTest, BuildsBdevsSubsystemsAndListeners) {
