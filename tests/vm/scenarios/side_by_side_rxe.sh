@@ -7,17 +7,20 @@
 #   kernel   nvmet + nvmet-rdma through configfs, null_blk namespace, port $ADDR:4420
 #   poll     our nvmf_tgt, null bdev, --mode poll, 1 reactor, port $ADDR:4421
 #   intr     our nvmf_tgt, null bdev, --mode interrupt, 1 reactor, port $ADDR:4421
+#   adapt    our nvmf_tgt, null bdev, --mode adaptive, 1 reactor, port $ADDR:4421
 # Hosts:
-#   kernel   nvme-rdma (nvme connect) + fio, ioengine=libaio, direct=1 on /dev/nvmeXnY
-#   ours     nvmf_perf -r ... (one worker thread, polling)
+#   kernel     nvme-rdma (nvme connect) + fio, ioengine=libaio, direct=1 on /dev/nvmeXnY
+#   ours       nvmf_perf -r ... (one worker thread, polling)
+#   ours-intr  nvmf_perf -r ... --mode interrupt (the worker sleeps on its queue's event fd
+#              when it has nothing to reap: the vCPU goes to the kernel's softirq work)
 # Workloads (4 KiB, SECONDS each):
 #   randread QD32 x 2 jobs    fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
 #   randrw 70/30 QD32 x 2     fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64 -M 70
 #   randwrite QD32 x 2        fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
 #   randread QD8 x 1          fio --numjobs=1 --iodepth=8;    nvmf_perf -c 1 -q 8
-# nvmf_perf runs one worker at the same total queue depth (64) rather than -c 2: its workers
-# poll, and two of them would take both of the guest's vCPUs (three spinning threads with a
-# polling target).
+# nvmf_perf runs one worker at the same total queue depth (64) rather than -c 2: a polling
+# worker takes a vCPU, and two of them would take both of the guest's vCPUs (three spinning
+# threads with a polling target).
 # CPU time (seconds of CPU over the run, clock ticks of 10 ms):
 #   target CPU  ours: nvmf_tgt's utime+stime (/proc/PID/stat) over the run; the kernel target:
 #               the guest's sys+irq+softirq time (/proc/stat) over the run minus the host
@@ -175,15 +178,21 @@ kernel_host() {
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect from $target failed"
 }
 
-# our_host TARGET PORT NQN: nvmf_perf for each workload.
+# our_host TARGET PORT NQN: nvmf_perf for each workload, its worker polling (host "ours"),
+# then sleeping when idle (--mode interrupt, host "ours-intr").
 our_host() {
-  local target="$1" port="$2" nqn="$3" w
+  local target="$1" port="$2" nqn="$3" w mode host
   local trid="trtype:RDMA adrfam:IPv4 traddr:$ADDR trsvcid:$port subnqn:$nqn"
-  for w in "${WORKLOADS[@]}"; do
-    step "our host -> $target target: $w: nvmf_perf -r '$trid' $(perf_args "$w") -o 4096 -t $seconds"
-    # shellcheck disable=SC2046
-    measure "$w" ours "$target" perf "$logs/$w-ours-$target.json" \
-      "$perf" -r "$trid" $(perf_args "$w") -o 4096 -t "$seconds" --json "$logs/$w-ours-$target.json"
+  for mode in poll interrupt; do
+    host=ours
+    [ "$mode" = interrupt ] && host=ours-intr
+    for w in "${WORKLOADS[@]}"; do
+      step "our host ($mode) -> $target target: $w: nvmf_perf -r '$trid' $(perf_args "$w") --mode $mode -o 4096 -t $seconds"
+      # shellcheck disable=SC2046
+      measure "$w" "$host" "$target" perf "$logs/$w-$host-$target.json" \
+        "$perf" -r "$trid" $(perf_args "$w") --mode "$mode" -o 4096 -t "$seconds" \
+        --json "$logs/$w-$host-$target.json"
+    done
   done
 }
 
@@ -220,7 +229,7 @@ echo 0 >"$sub/namespaces/1/enable"
 rmdir "$sub/namespaces/1"
 rmdir "$sub"
 
-# --- our target, poll mode then interrupt mode --------------------------------------------
+# --- our target, in poll, interrupt and adaptive mode -------------------------------------
 cat >"$logs/nvmf_tgt.json" <<EOF
 {
   "transports": [ { "type": "rdma" } ],
@@ -232,9 +241,8 @@ cat >"$logs/nvmf_tgt.json" <<EOF
   ]
 }
 EOF
-for mode in poll interrupt; do
-  target="$mode"
-  [ "$mode" = interrupt ] && target=intr
+for mode in poll interrupt adaptive; do
+  case "$mode" in poll) target=poll ;; interrupt) target=intr ;; adaptive) target=adapt ;; esac
   step "our target: nvmf_tgt --mode $mode --reactors 1, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
   tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$mode.log" --mode "$mode" --reactors 1
   TGT_PID_NOW="$TGT_PID"
@@ -275,8 +283,10 @@ rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.stri
 seconds = sys.argv[2]
 names = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2",
          "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
-hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf)"}
-targets = {"kernel": "kernel (nvmet, null_blk)", "poll": "ours, poll", "intr": "ours, interrupt"}
+hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf), poll",
+         "ours-intr": "ours (nvmf_perf), interrupt"}
+targets = {"kernel": "kernel (nvmet, null_blk)", "poll": "ours, poll", "intr": "ours, interrupt",
+           "adapt": "ours, adaptive"}
 base = {r[0]: float(r[3]) for r in rows if r[1] == "kernel" and r[2] == "kernel"}
 print(f"{seconds} s per run, 4 KiB I/O; CPU in seconds over the run (wall); guest busy is "
       "both vCPUs' non-idle time.\n")
