@@ -269,9 +269,9 @@ import json, os, sys
 raw = sys.argv[1]
 tsv = []
 # boot -> {(workload, host, target): iops}; the kernel pair is 1000 in every workload.
-boots = {1: {"kernel/intr": 1100, "kernel/poll": 900, "kernel/adapt": 1000, "ours/kernel": 950,
+boots = {1: {"kernel/intr": 1100, "kernel/poll": 900, "kernel/intr2": 1000, "ours/kernel": 950,
              "ours-intr/kernel": 1200, "ours/poll": 3000, "ours-intr/intr": 2000},
-         2: {"kernel/intr": 900, "kernel/poll": 800, "kernel/adapt": 1000, "ours/kernel": 1000,
+         2: {"kernel/intr": 900, "kernel/poll": 800, "kernel/intr2": 1000, "ours/kernel": 1000,
              "ours-intr/kernel": 1300, "ours/poll": 1200, "ours-intr/intr": 1100}}
 for boot, pairs in boots.items():
     logs = os.path.join(raw, f"vm-{boot}", "logs")
@@ -297,7 +297,7 @@ out=$("$pr" --render "$rawvm" --output "$doc" 2>&1)
 rc=$?
 check "--render with a failed boot exits 1" $((rc != 1)) "exit $rc: $out"
 expect_line "vm: a ratio per boot, boots that reached 1.00" "| randread QD32 x 2 | kernel host on our target, interrupt | 1.10 | 0.90 | 1 of 2 |"
-expect_line "vm: equal counts as reached" "| randrw 70/30 QD32 x 2 | kernel host on our target, adaptive | 1.00 | 1.00 | 2 of 2 |"
+expect_line "vm: equal counts as reached" "| randrw 70/30 QD32 x 2 | kernel host on our target, interrupt, 2 reactors | 1.00 | 1.00 | 2 of 2 |"
 expect_line "vm: our host on the kernel target" "| randread QD8 x 1 | our host (interrupt) on the kernel target | 1.20 | 1.30 | 2 of 2 |"
 expect_line "vm: the fastest pair, yes and no with the ratio" "| randwrite QD32 x 2 | yes (2.50) | NO (0.92) |"
 expect_line "vm: the failed boot is listed" "- vm side_by_side_rxe boot 3: exit 1"

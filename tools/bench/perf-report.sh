@@ -362,7 +362,7 @@ VM_WORKLOADS = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2
                 "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
 VM_MIXED = [("kernel", "poll", "kernel host on our target, poll"),
             ("kernel", "intr", "kernel host on our target, interrupt"),
-            ("kernel", "adapt", "kernel host on our target, adaptive"),
+            ("kernel", "intr2", "kernel host on our target, interrupt, 2 reactors"),
             ("ours", "kernel", "our host (polling) on the kernel target"),
             ("ours-intr", "kernel", "our host (interrupt) on the kernel target")]
 
