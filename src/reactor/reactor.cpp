@@ -233,6 +233,17 @@ int Reactor::run_pollers() noexcept {
   return work;
 }
 
+int Reactor::arm_pollers() noexcept {
+  int armed = 0;
+  for (Poller& poller : pollers_) {
+    if (poller.arm_ == nullptr) continue;
+    poller.arm_(poller.ctx_);
+    poller.arm_count_.fetch_add(1, std::memory_order_relaxed);
+    ++armed;
+  }
+  return armed;
+}
+
 int Reactor::run_expired_timers() noexcept {
   int fired = 0;
   uint64_t now = clock_->now_ns();
@@ -332,6 +343,13 @@ void Reactor::run() noexcept {
       uint64_t now = clock_->now_ns();
       if (idle_since_ns_ == 0) idle_since_ns_ = now;
       if (now - idle_since_ns_ < opts_.adaptive_idle_ns) continue;
+    }
+    // Arm only now, about to sleep: arming is a system call per CQ on most providers, too
+    // dear for every iteration of a busy reactor. What came in before the arm took effect
+    // raises no event, so poll once more before sleeping.
+    if (arm_pollers() > 0 && poll_once() > 0) {
+      idle_since_ns_ = 0;
+      continue;
     }
     wait_for_events(UINT64_MAX);
     idle_since_ns_ = 0;

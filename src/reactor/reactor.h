@@ -7,7 +7,9 @@
 //   poll       spin forever; lowest latency, one core at 100% (benchmarks).
 //   interrupt  after an idle iteration, sleep in epoll_wait on the message eventfd, a timerfd
 //              armed for the next timer, and every fd a poller registered (CQ channels,
-//              io_uring eventfds). For laptops, VMs and CI.
+//              io_uring eventfds). For laptops, VMs and CI. Pollers whose fd signals only
+//              once asked (an RDMA CQ: ibv_req_notify_cq) are asked just before the sleep,
+//              not on every iteration (Poller's ArmFn).
 //   adaptive   poll while there is work; sleep as in interrupt mode once idle for
 //              adaptive_idle_ns.
 #pragma once
@@ -32,6 +34,11 @@ bool mode_parse(const char* text, Mode* mode) noexcept;
 // `budget` is the most work items a poller should handle in one call (STYLE point 4: reap at
 // most a budget of completions per poll).
 using PollFn = int (*)(void* ctx, unsigned budget);
+// Interrupt and adaptive modes: called just before the reactor sleeps, never while it keeps
+// polling, to make the poller's fd signal its next work (arm an RDMA CQ's channel). The
+// reactor polls once more after arming, so work that came in between is not slept on. It must
+// not add or remove pollers.
+using ArmFn = void (*)(void* ctx);
 using MessageFn = void (*)(void* ctx);
 using TimerFn = void (*)(void* ctx);
 
@@ -41,7 +48,8 @@ class Reactor;
 // reactor (no allocation); must outlive its registration.
 class Poller {
  public:
-  Poller(const char* name, PollFn fn, void* ctx) noexcept : name_(name), fn_(fn), ctx_(ctx) {}
+  Poller(const char* name, PollFn fn, void* ctx, ArmFn arm = nullptr) noexcept
+      : name_(name), fn_(fn), arm_(arm), ctx_(ctx) {}
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
   ~Poller();
@@ -50,11 +58,13 @@ class Poller {
   bool registered() const noexcept { return reactor_ != nullptr; }
   uint64_t run_count() const noexcept { return run_count_.load(std::memory_order_relaxed); }
   uint64_t busy_count() const noexcept { return busy_count_.load(std::memory_order_relaxed); }
+  uint64_t arm_count() const noexcept { return arm_count_.load(std::memory_order_relaxed); }
 
  private:
   friend class Reactor;
   const char* name_;
   PollFn fn_;
+  ArmFn arm_;
   void* ctx_;
   Reactor* reactor_ = nullptr;
   int interrupt_fd_ = -1;
@@ -62,6 +72,7 @@ class Poller {
   // Written by the owner thread only; atomic so a stats reader on another thread is race-free.
   std::atomic<uint64_t> run_count_{0};
   std::atomic<uint64_t> busy_count_{0};
+  std::atomic<uint64_t> arm_count_{0};
 };
 
 // A one-shot or periodic callback on the reactor's clock. Owned by the caller.
@@ -172,6 +183,8 @@ class Reactor {
   explicit Reactor(const ReactorOpts& opts);
   int process_messages(unsigned budget) noexcept;
   int run_pollers() noexcept;
+  // Calls every poller's ArmFn; returns how many pollers have one.
+  int arm_pollers() noexcept;
   int run_expired_timers() noexcept;
   void insert_timer(Timer& timer) noexcept;
   void arm_timerfd() noexcept;

@@ -239,6 +239,9 @@ class RdmaPollGroup {
   friend class RdmaQpair;
   static int poll_fn(void* ctx, unsigned budget) noexcept;
   int poll(unsigned budget) noexcept;
+  // The reactor is about to sleep (interrupt or adaptive mode): each CQ's event of its last
+  // arm is consumed and the CQ armed again.
+  static void arm_fn(void* ctx) noexcept;
 
   void accept_connection(Connection& connection) noexcept;
   Result<DeviceContext*> device_context(verbs::Device& device) noexcept;
@@ -284,8 +287,12 @@ class RdmaPollGroup {
   // kept aside (failed) so that later connections get a new one. `log_line`: say so (a
   // device fatal error is logged once by the acceptor instead).
   void retire_device_context(DeviceContext& context, const char* why, bool log_line) noexcept;
-  // Registers the poller, waking on `fd` in interrupt mode (-1: none).
-  Result<void> register_poller(int fd) noexcept;
+  // Registers the poller once the first device context exists; in interrupt and adaptive
+  // mode it wakes on wake_fd_.
+  Result<void> register_poller() noexcept;
+  // Adds (or removes) a CQ's event fd to (from) wake_fd_, made on first use.
+  Result<void> watch_cq(const verbs::CompletionQueue& cq) noexcept;
+  void unwatch_cq(const verbs::CompletionQueue& cq) noexcept;
   // A queue pair on a failed context: its WRs will never complete; retire them by hand.
   void forget_outstanding_wrs(RdmaQpair& qpair) noexcept;
   void drive_teardowns() noexcept;
@@ -305,7 +312,9 @@ class RdmaPollGroup {
   std::unique_ptr<env::PosixMemoryBackend> memory_;
   std::vector<std::unique_ptr<DeviceContext>> devices_;
   std::vector<std::unique_ptr<DeviceContext>> retired_devices_;  // failed; see DeviceContext
-  int poller_fd_ = -1;  // the CQ event fd the poller wakes on
+  // Interrupt and adaptive mode: an epoll fd holding every live device's CQ event fd, which
+  // the reactor watches for this group's poller (it takes one fd per poller); -1 in poll mode.
+  int wake_fd_ = -1;
   env::MpscRing<DeviceAsyncEvent> async_events_{kAsyncEventRingSize};
   std::vector<std::unique_ptr<RdmaQpair>> qpairs_;
   std::vector<std::unique_ptr<RdmaQpair>> orphans_;     // see free_orphan

@@ -1,5 +1,8 @@
 #include "transport_rdma/target_transport.h"
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -478,10 +481,11 @@ RdmaQpair::~RdmaQpair() {
 RdmaPollGroup::RdmaPollGroup(RdmaTargetTransport& transport, reactor::Reactor& reactor)
     : transport_(transport),
       reactor_(reactor),
-      poller_("rdma_poll_group", &RdmaPollGroup::poll_fn, this) {}
+      poller_("rdma_poll_group", &RdmaPollGroup::poll_fn, this, &RdmaPollGroup::arm_fn) {}
 
 RdmaPollGroup::~RdmaPollGroup() {
   if (poller_.registered()) reactor_.remove_poller(poller_);
+  if (wake_fd_ >= 0) close(wake_fd_);
   buffer_waiters_.clear();
   dirty_.clear();
   qpairs_.clear();
@@ -577,11 +581,18 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
   }
   context->send_with_invalidate = opts.send_with_invalidate == SendWithInvalidate::automatic &&
                                   device.caps().memory_management_extensions;
-  // The first CQ wakes the reactor in interrupt mode (or the first after a retired one).
-  if (!poller_.registered() || (poller_fd_ < 0 && context->cq->event_fd() >= 0)) {
-    auto added = register_poller(context->cq->event_fd());
-    if (!added) return Unexpected(added.error());
-    if (context->cq->event_fd() >= 0) (void)context->cq->arm();
+  // Every device's CQ wakes the reactor in interrupt mode, through wake_fd_.
+  if (context->cq->event_fd() >= 0) {
+    auto watched = watch_cq(*context->cq);
+    if (!watched) return Unexpected(watched.error());
+    (void)context->cq->arm();
+  }
+  if (!poller_.registered()) {
+    auto added = register_poller();
+    if (!added) {
+      if (context->cq->event_fd() >= 0) unwatch_cq(*context->cq);
+      return Unexpected(added.error());
+    }
   }
   devices_.push_back(std::move(context));
   return devices_.back().get();
@@ -834,19 +845,9 @@ int RdmaPollGroup::poll(unsigned budget) noexcept {
   verbs::WorkCompletion* const completions = batch.data();
   const unsigned batch_size = budget < kCompletionBatch ? budget : kCompletionBatch;
   for (auto& device : devices_) {
-    const bool interrupts = device->cq->event_fd() >= 0;
-    if (interrupts) (void)device->cq->consume_event();
-    int count = device->cq->poll(std::span(completions, batch_size));
+    const int count = device->cq->poll(std::span(completions, batch_size));
     for (int i = 0; i < count; ++i) handle_completion(completions[i]);
     work += count;
-    if (interrupts) {
-      // Arm, then poll once more: a completion that landed between the poll and the arm
-      // raises no event, and the reactor would sleep with it in the CQ.
-      (void)device->cq->arm();
-      count = device->cq->poll(std::span(completions, batch_size));
-      for (int i = 0; i < count; ++i) handle_completion(completions[i]);
-      work += count;
-    }
   }
   // Commands that waited for data buffers, oldest first, while buffers last.
   while (!buffer_waiters_.empty()) {
@@ -1347,12 +1348,37 @@ void RdmaPollGroup::notify_established(const DeviceAsyncEvent& item) noexcept {
   count_owned(established_notifications_);
 }
 
-Result<void> RdmaPollGroup::register_poller(int fd) noexcept {
-  if (poller_.registered()) reactor_.remove_poller(poller_);
-  auto added = reactor_.add_poller(poller_, fd);
-  if (!added) return added;
-  poller_fd_ = fd;
+void RdmaPollGroup::arm_fn(void* ctx) noexcept {
+  auto* group = static_cast<RdmaPollGroup*>(ctx);
+  for (auto& device : group->devices_) {
+    if (device->cq->event_fd() < 0) continue;
+    // The event of the previous arm, if it came, would keep wake_fd_ readable: the reactor
+    // would never sleep. None came: busy, and nothing is read.
+    (void)device->cq->consume_event();
+    (void)device->cq->arm();
+  }
+}
+
+Result<void> RdmaPollGroup::register_poller() noexcept {
+  return reactor_.add_poller(poller_, wake_fd_);
+}
+
+Result<void> RdmaPollGroup::watch_cq(const verbs::CompletionQueue& cq) noexcept {
+  if (wake_fd_ < 0) {
+    wake_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (wake_fd_ < 0) return Unexpected(make_system_error(errno, "epoll_create1"));
+  }
+  epoll_event event{};
+  event.events = EPOLLIN;
+  if (epoll_ctl(wake_fd_, EPOLL_CTL_ADD, cq.event_fd(), &event) != 0) {
+    return Unexpected(make_system_error(errno, "epoll_ctl CQ event fd"));
+  }
   return {};
+}
+
+void RdmaPollGroup::unwatch_cq(const verbs::CompletionQueue& cq) noexcept {
+  if (wake_fd_ < 0 || cq.event_fd() < 0) return;
+  (void)epoll_ctl(wake_fd_, EPOLL_CTL_DEL, cq.event_fd(), nullptr);
 }
 
 void RdmaPollGroup::retire_device_context(DeviceContext& context, const char* why,
@@ -1379,13 +1405,8 @@ void RdmaPollGroup::retire_device_context(DeviceContext& context, const char* wh
     devices_.erase(devices_.begin() + static_cast<std::ptrdiff_t>(i));
     break;
   }
-  // The poller must not sleep on the failed CQ's fd: move it to a live one (or none).
-  if (poller_fd_ >= 0 && poller_fd_ == context.cq->event_fd()) {
-    const int next = devices_.empty() ? -1 : devices_.front()->cq->event_fd();
-    if (!register_poller(next)) {
-      NVMF_ERRLOG(rdma, "reactor %s: cannot re-register its RDMA poller", reactor_.name());
-    }
-  }
+  // The failed CQ must not wake the reactor again.
+  unwatch_cq(*context.cq);
 }
 
 void RdmaPollGroup::forget_outstanding_wrs(RdmaQpair& qpair) noexcept {

@@ -256,4 +256,52 @@ check "missing markers are named" $? "$out"
 cmp -s "$doc" "$work/nomarkers.before"
 check "missing markers: nothing written" $? "$(diff "$work/nomarkers.before" "$doc")"
 
+# --- the VM section: --vm-boots boots, the ratios per boot, a failed boot listed
+out=$("$pr" --dry-run --only vm --vm --vm-boots 2 2>&1)
+count=$(grep -c "tests/vm/vm-run.sh .*--results RAW/vm-[12] side_by_side_rxe" <<<"$out")
+check "--vm-boots 2: two guest boots, each its own results folder" $((count != 2)) "$out"
+out=$("$pr" --dry-run --vm-boots 0 2>&1)
+check "--vm-boots 0 is refused" $(($? != 2)) "$out"
+rawvm="$work/rawvm"
+mkdir -p "$rawvm"
+python3 - "$rawvm" <<'PY'
+import json, os, sys
+raw = sys.argv[1]
+tsv = []
+# boot -> {(workload, host, target): iops}; the kernel pair is 1000 in every workload.
+boots = {1: {"kernel/intr": 1100, "kernel/poll": 900, "kernel/intr2": 1000, "ours/kernel": 950,
+             "ours-intr/kernel": 1200, "ours/poll": 3000, "ours-intr/intr": 2000},
+         2: {"kernel/intr": 900, "kernel/poll": 800, "kernel/intr2": 1000, "ours/kernel": 1000,
+             "ours-intr/kernel": 1300, "ours/poll": 1200, "ours-intr/intr": 1100}}
+for boot, pairs in boots.items():
+    logs = os.path.join(raw, f"vm-{boot}", "logs")
+    os.makedirs(logs)
+    with open(os.path.join(logs, "results.tsv"), "w") as f:
+        for w in ("rr32x2", "mix32x2", "wr32x2", "rr8x1"):
+            f.write(f"{w}\tkernel\tkernel\t1000\t1.00\t1.00\t2.00\t7.0\n")
+            for pair, iops in pairs.items():
+                host, target = pair.split("/")
+                f.write(f"{w}\t{host}\t{target}\t{iops}\t1.00\t1.00\t2.00\t7.0\n")
+    open(os.path.join(logs, "side_by_side.md"), "w").write(f"| canned table of boot {boot} |\n")
+    tsv.append(f"vm\tside_by_side\t{boot}\t0\tvm-{boot}/logs/side_by_side.md")
+tsv.append("vm\tside_by_side\t3\t1\tvm-3/logs/side_by_side.md")
+open(os.path.join(raw, "runs.tsv"), "w").write("\n".join(tsv) + "\n")
+load = {"before": "0.50", "after": "0.70", "date": "2026-12-06 16:00 UTC"}
+json.dump({"commit": "abc1234", "dirty": 0, "runs": 1, "seconds": 5, "min_time": "1",
+           "sections": ["vm"], "loads": {"all": load, "vm": load},
+           "phase_of": {"vm": "vm", "machine": "all"}, "stack_cells": []},
+          open(os.path.join(raw, "meta.json"), "w"))
+PY
+doc="$work/vm.md"
+out=$("$pr" --render "$rawvm" --output "$doc" 2>&1)
+rc=$?
+check "--render with a failed boot exits 1" $((rc != 1)) "exit $rc: $out"
+expect_line "vm: a ratio per boot, boots that reached 1.00" "| randread QD32 x 2 | kernel host on our target, interrupt | 1.10 | 0.90 | 1 of 2 |"
+expect_line "vm: equal counts as reached" "| randrw 70/30 QD32 x 2 | kernel host on our target, interrupt, 2 reactors | 1.00 | 1.00 | 2 of 2 |"
+expect_line "vm: our host on the kernel target" "| randread QD8 x 1 | our host (interrupt) on the kernel target | 1.20 | 1.30 | 2 of 2 |"
+expect_line "vm: the fastest pair, yes and no with the ratio" "| randwrite QD32 x 2 | yes (2.50) | NO (0.92) |"
+expect_line "vm: the failed boot is listed" "- vm side_by_side_rxe boot 3: exit 1"
+expect_line "vm: the first boot's table in full" "| canned table of boot 1 |"
+expect_line "vm: later boots folded" "<details><summary>Boot 2 in full</summary>"
+
 check_summary perf_report

@@ -185,6 +185,75 @@ TEST(ReactorThreads, AdaptiveModePollsWhileBusyThenSleeps) {
   run_on(reactor, [&] { reactor.remove_poller(busy); });
 }
 
+// A poller with an ArmFn, busy for `left` polls: each arm is counted with the reactor's sleep
+// count at that moment, from the reactor thread itself.
+struct ArmedWork {
+  Reactor* reactor;
+  std::atomic<int> left{0};
+  std::atomic<uint64_t> arms_while_busy{0};
+  std::atomic<uint64_t> arms{0};
+  std::atomic<int> work_at_next_arm{0};  // work the next arm "finds" (a completion racing it)
+  static int poll(void* ctx, unsigned) {
+    auto* work = static_cast<ArmedWork*>(ctx);
+    const int left = work->left.load();
+    if (left <= 0) return 0;
+    work->left = left - 1;
+    return 1;
+  }
+  static void arm(void* ctx) {
+    auto* work = static_cast<ArmedWork*>(ctx);
+    if (work->left.load() > 0) ++work->arms_while_busy;
+    ++work->arms;
+    work->left += work->work_at_next_arm.exchange(0);
+  }
+};
+
+void check_arms_only_before_sleeping(Mode mode) {
+  auto group = ReactorGroup::start(group_opts(1, mode));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  ArmedWork work{&reactor};
+  Poller poller("armed", &ArmedWork::poll, &work, &ArmedWork::arm);
+  work.left = 100000;
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));  // idle before the work
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller)); });
+  ASSERT_TRUE(eventually([&] { return work.left.load() == 0; }));
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 2; }));
+  EXPECT_EQ(work.arms_while_busy.load(), 0u) << "armed on an iteration that had work";
+  EXPECT_GE(work.arms.load(), 1u) << "slept without arming the poller";
+  EXPECT_EQ(poller.arm_count(), work.arms.load());
+  // Work that shows up while arming is polled before the reactor sleeps: no event would wake
+  // it for that work (it came before the arm).
+  const uint64_t sleeps_before = reactor.stats().sleeps;
+  const uint64_t arms_before = work.arms.load();
+  work.work_at_next_arm = 3;
+  run_on(reactor, [] {});  // wakes the reactor; it arms again before its next sleep
+  ASSERT_TRUE(eventually([&] { return work.arms.load() > arms_before && work.left.load() == 0; }))
+      << "the work found while arming was not polled (a sleep with work pending)";
+  EXPECT_TRUE(eventually([&] { return reactor.stats().sleeps > sleeps_before; }));
+  run_on(reactor, [&] { reactor.remove_poller(poller); });
+}
+
+TEST(ReactorThreads, InterruptModeArmsPollersOnlyBeforeSleeping) {
+  check_arms_only_before_sleeping(Mode::interrupt);
+}
+TEST(ReactorThreads, AdaptiveModeArmsPollersOnlyBeforeSleeping) {
+  check_arms_only_before_sleeping(Mode::adaptive);
+}
+
+TEST(ReactorThreads, PollModeNeverArmsAPoller) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::poll));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  ArmedWork work{&reactor};
+  Poller poller("armed", &ArmedWork::poll, &work, &ArmedWork::arm);
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller)); });
+  const uint64_t runs_before = poller.run_count();
+  ASSERT_TRUE(eventually([&] { return poller.run_count() > runs_before + 1000; }));
+  EXPECT_EQ(work.arms.load(), 0u);
+  run_on(reactor, [&] { reactor.remove_poller(poller); });
+}
+
 TEST(ReactorThreads, StopRunsMessagesQueuedBeforeIt) {
   auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
   ASSERT_TRUE(group);

@@ -7,17 +7,24 @@
 #   kernel   nvmet + nvmet-rdma through configfs, null_blk namespace, port $ADDR:4420
 #   poll     our nvmf_tgt, null bdev, --mode poll, 1 reactor, port $ADDR:4421
 #   intr     our nvmf_tgt, null bdev, --mode interrupt, 1 reactor, port $ADDR:4421
+#   intr2    our nvmf_tgt, null bdev, --mode interrupt, 2 reactors, port $ADDR:4421 (the kernel
+#            host's two I/O queues, one per vCPU, each on a reactor of its own)
 # Hosts:
-#   kernel   nvme-rdma (nvme connect) + fio, ioengine=libaio, direct=1 on /dev/nvmeXnY
-#   ours     nvmf_perf -r ... (one worker thread, polling)
+#   kernel     nvme-rdma (nvme connect) + fio, ioengine=libaio, direct=1 on /dev/nvmeXnY
+#   ours       nvmf_perf -r ... (one worker thread, polling)
+#   ours-intr  nvmf_perf -r ... --mode interrupt, in fio's shape: -c 2 -q 32 for the QD32 x 2
+#              workloads (two workers, each its own I/O queue, sleeping on the queue's event
+#              fd when it has nothing to reap), -c 1 -q 8 for QD8 x 1
 # Workloads (4 KiB, SECONDS each):
 #   randread QD32 x 2 jobs    fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
 #   randrw 70/30 QD32 x 2     fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64 -M 70
 #   randwrite QD32 x 2        fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
 #   randread QD8 x 1          fio --numjobs=1 --iodepth=8;    nvmf_perf -c 1 -q 8
-# nvmf_perf runs one worker at the same total queue depth (64) rather than -c 2: its workers
-# poll, and two of them would take both of the guest's vCPUs (three spinning threads with a
-# polling target).
+# Polling, nvmf_perf runs one worker at the same total queue depth (64) rather than -c 2: a
+# polling worker takes a vCPU, and two of them would take both of the guest's vCPUs (three
+# spinning threads with a polling target). In interrupt mode it runs fio's shape: rxe does a
+# queue's packet work in softirq on the vCPU that posted, so one worker keeps the kernel
+# target's work on one vCPU (guest busy = wall) while fio's two jobs spread it over two.
 # CPU time (seconds of CPU over the run, clock ticks of 10 ms):
 #   target CPU  ours: nvmf_tgt's utime+stime (/proc/PID/stat) over the run; the kernel target:
 #               the guest's sys+irq+softirq time (/proc/stat) over the run minus the host
@@ -133,11 +140,13 @@ fio_args() {
     rr8x1) echo "--rw=randread --iodepth=8 --numjobs=1" ;;
   esac
 }
-perf_args() {
+perf_args() {  # perf_args WORKLOAD MODE
+  local shape="-q 64 -c 1"
+  [ "$2" = interrupt ] && shape="-q 32 -c 2"
   case "$1" in
-    rr32x2) echo "-w randread -q 64 -c 1" ;;
-    mix32x2) echo "-w randrw -M 70 -q 64 -c 1" ;;
-    wr32x2) echo "-w randwrite -q 64 -c 1" ;;
+    rr32x2) echo "-w randread $shape" ;;
+    mix32x2) echo "-w randrw -M 70 $shape" ;;
+    wr32x2) echo "-w randwrite $shape" ;;
     rr8x1) echo "-w randread -q 8 -c 1" ;;
   esac
 }
@@ -175,15 +184,21 @@ kernel_host() {
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect from $target failed"
 }
 
-# our_host TARGET PORT NQN: nvmf_perf for each workload.
+# our_host TARGET PORT NQN: nvmf_perf for each workload, its worker polling (host "ours"),
+# then sleeping when idle (--mode interrupt, host "ours-intr").
 our_host() {
-  local target="$1" port="$2" nqn="$3" w
+  local target="$1" port="$2" nqn="$3" w mode host
   local trid="trtype:RDMA adrfam:IPv4 traddr:$ADDR trsvcid:$port subnqn:$nqn"
-  for w in "${WORKLOADS[@]}"; do
-    step "our host -> $target target: $w: nvmf_perf -r '$trid' $(perf_args "$w") -o 4096 -t $seconds"
-    # shellcheck disable=SC2046
-    measure "$w" ours "$target" perf "$logs/$w-ours-$target.json" \
-      "$perf" -r "$trid" $(perf_args "$w") -o 4096 -t "$seconds" --json "$logs/$w-ours-$target.json"
+  for mode in poll interrupt; do
+    host=ours
+    [ "$mode" = interrupt ] && host=ours-intr
+    for w in "${WORKLOADS[@]}"; do
+      step "our host ($mode) -> $target target: $w: nvmf_perf -r '$trid' $(perf_args "$w" "$mode") --mode $mode -o 4096 -t $seconds"
+      # shellcheck disable=SC2046
+      measure "$w" "$host" "$target" perf "$logs/$w-$host-$target.json" \
+        "$perf" -r "$trid" $(perf_args "$w" "$mode") --mode "$mode" -o 4096 -t "$seconds" \
+        --json "$logs/$w-$host-$target.json"
+    done
   done
 }
 
@@ -220,7 +235,7 @@ echo 0 >"$sub/namespaces/1/enable"
 rmdir "$sub/namespaces/1"
 rmdir "$sub"
 
-# --- our target, poll mode then interrupt mode --------------------------------------------
+# --- our target: poll mode, interrupt mode, interrupt mode on two reactors ----------------
 cat >"$logs/nvmf_tgt.json" <<EOF
 {
   "transports": [ { "type": "rdma" } ],
@@ -232,11 +247,14 @@ cat >"$logs/nvmf_tgt.json" <<EOF
   ]
 }
 EOF
-for mode in poll interrupt; do
-  target="$mode"
-  [ "$mode" = interrupt ] && target=intr
-  step "our target: nvmf_tgt --mode $mode --reactors 1, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
-  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$mode.log" --mode "$mode" --reactors 1
+for target in poll intr intr2; do
+  case "$target" in
+    poll) mode=poll reactors=1 ;;
+    intr) mode=interrupt reactors=1 ;;
+    intr2) mode=interrupt reactors=2 ;;
+  esac
+  step "our target: nvmf_tgt --mode $mode --reactors $reactors, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
+  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$target.log" --mode "$mode" --reactors "$reactors"
   TGT_PID_NOW="$TGT_PID"
   sleep 1
   # Idle cost, per thread: "name ticks" for each thread over about 2 s of wall time.
@@ -250,7 +268,7 @@ for mode in poll interrupt; do
   idle0="$(idle_threads)" t0="$(date +%s.%N)"
   sleep 2
   idle1="$(idle_threads)" t1="$(date +%s.%N)"
-  python3 - "$mode" "$t0" "$t1" "$idle0" "$idle1" <<'PY'
+  python3 - "$mode --reactors $reactors" "$t0" "$t1" "$idle0" "$idle1" <<'PY'
 import sys
 mode, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 a = dict(l.split() for l in sys.argv[4].splitlines())
@@ -262,7 +280,7 @@ print(f"nvmf_tgt --mode {mode} idle: {sum(per.values()):.2f} s of CPU in {t1 - t
 PY
   kernel_host "$target" "$OURPORT" "$OURNQN"
   our_host "$target" "$OURPORT" "$OURNQN"
-  step "our target ($mode): stopping"
+  step "our target ($mode, $reactors reactors): stopping"
   tgt_stop
   tgt_check_log
   TGT_PID_NOW=""
@@ -275,8 +293,10 @@ rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.stri
 seconds = sys.argv[2]
 names = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2",
          "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
-hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf)"}
-targets = {"kernel": "kernel (nvmet, null_blk)", "poll": "ours, poll", "intr": "ours, interrupt"}
+hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf), poll",
+         "ours-intr": "ours (nvmf_perf), interrupt"}
+targets = {"kernel": "kernel (nvmet, null_blk)", "poll": "ours, poll", "intr": "ours, interrupt",
+           "intr2": "ours, interrupt, 2 reactors"}
 base = {r[0]: float(r[3]) for r in rows if r[1] == "kernel" and r[2] == "kernel"}
 print(f"{seconds} s per run, 4 KiB I/O; CPU in seconds over the run (wall); guest busy is "
       "both vCPUs' non-idle time.\n")
