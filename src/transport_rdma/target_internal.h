@@ -287,9 +287,6 @@ class RdmaPollGroup {
   // kept aside (failed) so that later connections get a new one. `log_line`: say so (a
   // device fatal error is logged once by the acceptor instead).
   void retire_device_context(DeviceContext& context, const char* why, bool log_line) noexcept;
-  // Registers the poller once the first device context exists; in interrupt and adaptive
-  // mode it wakes on wake_fd_.
-  Result<void> register_poller() noexcept;
   // Adds (or removes) a CQ's event fd to (from) wake_fd_, made on first use.
   Result<void> watch_cq(const verbs::CompletionQueue& cq) noexcept;
   void unwatch_cq(const verbs::CompletionQueue& cq) noexcept;

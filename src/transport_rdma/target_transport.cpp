@@ -581,14 +581,14 @@ Result<DeviceContext*> RdmaPollGroup::device_context(verbs::Device& device) noex
   }
   context->send_with_invalidate = opts.send_with_invalidate == SendWithInvalidate::automatic &&
                                   device.caps().memory_management_extensions;
-  // Every device's CQ wakes the reactor in interrupt mode, through wake_fd_.
+  // Every device's CQ wakes the reactor in interrupt mode, through wake_fd_; arm_fn() arms it
+  // before the reactor next sleeps.
   if (context->cq->event_fd() >= 0) {
     auto watched = watch_cq(*context->cq);
     if (!watched) return Unexpected(watched.error());
-    (void)context->cq->arm();
   }
   if (!poller_.registered()) {
-    auto added = register_poller();
+    auto added = reactor_.add_poller(poller_, wake_fd_);
     if (!added) {
       if (context->cq->event_fd() >= 0) unwatch_cq(*context->cq);
       return Unexpected(added.error());
@@ -1357,10 +1357,6 @@ void RdmaPollGroup::arm_fn(void* ctx) noexcept {
     (void)device->cq->consume_event();
     (void)device->cq->arm();
   }
-}
-
-Result<void> RdmaPollGroup::register_poller() noexcept {
-  return reactor_.add_poller(poller_, wake_fd_);
 }
 
 Result<void> RdmaPollGroup::watch_cq(const verbs::CompletionQueue& cq) noexcept {

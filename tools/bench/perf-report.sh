@@ -32,7 +32,7 @@
 #   --min-time S      --benchmark_min_time of ring, bdev and verbs_sim_bench (1)
 #   --callgrind-ios N I/Os of the callgrind run (20000)
 #   --only LIST       comma-separated sections to regenerate (default: all but vm)
-#   --vm              also the VM side-by-side run (about 8 min a boot; needs QEMU, see tests/vm)
+#   --vm              also the VM side-by-side run (about 11 min a boot; needs QEMU, see tests/vm)
 #   --vm-boots N      guest boots of the VM run, one after the other (3)
 #   --output FILE     write FILE instead of docs/performance.md (updated in place if it
 #                     exists, else made from docs/performance.md)
@@ -344,7 +344,7 @@ def machine_section():
             f"{meta.get('min_time', '?')}`, the full stack {meta['seconds']} s each."]
 
 def vm_boot_rows(r):
-    """One boot's runs from the scenario's results.tsv: {(workload, host, target): row}."""
+    """One boot's runs from the scenario's results.tsv: {(workload, host, target): IOPS}."""
     rows = {}
     path = os.path.join(os.path.dirname(r["file"]), "results.tsv")
     try:
@@ -352,7 +352,7 @@ def vm_boot_rows(r):
             for line in f:
                 cols = line.rstrip("\n").split("\t")
                 if len(cols) == 8:
-                    rows[tuple(cols[:3])] = {"iops": float(cols[3])}
+                    rows[tuple(cols[:3])] = float(cols[3])
     except OSError:
         pass
     return rows
@@ -390,10 +390,10 @@ def vm_section():
             cells, reached = [], 0
             for _, rows in boots:
                 base, pair = rows.get((w, "kernel", "kernel")), rows.get((w, host, target))
-                if not base or not pair or base["iops"] <= 0:
+                if not base or not pair:
                     cells.append("-")
                     continue
-                ratio = pair["iops"] / base["iops"]
+                ratio = pair / base
                 reached += ratio >= 1.0
                 cells.append(f"{ratio:.2f}")
             out.append(f"| {wname} | {label} | {' | '.join(cells)} | {reached} of {n} |")
@@ -403,9 +403,9 @@ def vm_section():
     for w, wname in VM_WORKLOADS.items():
         cells = []
         for _, rows in boots:
-            ours = [v["iops"] for (ww, h, t), v in rows.items()
+            ours = [v for (ww, h, t), v in rows.items()
                     if ww == w and h != "kernel" and t != "kernel"]
-            others = [v["iops"] for (ww, h, t), v in rows.items()
+            others = [v for (ww, h, t), v in rows.items()
                       if ww == w and (h == "kernel" or t == "kernel")]
             if not ours or not others:
                 cells.append("-")

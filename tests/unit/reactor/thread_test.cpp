@@ -185,10 +185,9 @@ TEST(ReactorThreads, AdaptiveModePollsWhileBusyThenSleeps) {
   run_on(reactor, [&] { reactor.remove_poller(busy); });
 }
 
-// A poller with an ArmFn, busy for `left` polls: each arm is counted with the reactor's sleep
-// count at that moment, from the reactor thread itself.
+// A poller with an ArmFn, busy for `left` polls: it counts its arms, and those made while it
+// still had work (from the reactor thread itself).
 struct ArmedWork {
-  Reactor* reactor;
   std::atomic<int> left{0};
   std::atomic<uint64_t> arms_while_busy{0};
   std::atomic<uint64_t> arms{0};
@@ -212,7 +211,7 @@ void check_arms_only_before_sleeping(Mode mode) {
   auto group = ReactorGroup::start(group_opts(1, mode));
   ASSERT_TRUE(group);
   Reactor& reactor = (*group)->reactor(0);
-  ArmedWork work{&reactor};
+  ArmedWork work;
   Poller poller("armed", &ArmedWork::poll, &work, &ArmedWork::arm);
   work.left = 100000;
   ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));  // idle before the work
@@ -245,7 +244,7 @@ TEST(ReactorThreads, PollModeNeverArmsAPoller) {
   auto group = ReactorGroup::start(group_opts(1, Mode::poll));
   ASSERT_TRUE(group);
   Reactor& reactor = (*group)->reactor(0);
-  ArmedWork work{&reactor};
+  ArmedWork work;
   Poller poller("armed", &ArmedWork::poll, &work, &ArmedWork::arm);
   run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller)); });
   const uint64_t runs_before = poller.run_count();
