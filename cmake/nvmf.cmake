@@ -13,6 +13,9 @@ function(nvmf_add_gtest name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  if(TARGET nvmf_test_pch)  # tests/CMakeLists.txt, NVMF_TEST_PCH
+    target_precompile_headers(${name} REUSE_FROM nvmf_test_pch)
+  endif()
   gtest_discover_tests(${name}
     PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
     DISCOVERY_TIMEOUT 60)
