@@ -539,6 +539,7 @@ void Controller::check_health_locked() {
       while (queue->active_.load(std::memory_order_seq_cst)) std::this_thread::yield();
     }
     device_->release();
+    NVMF_NOTICELOG(nvme_pcie, "%s: device released to the kernel", address().c_str());
     return;
   }
   const uint32_t csts = device_->read32(offset::csts);

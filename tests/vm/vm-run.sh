@@ -373,6 +373,16 @@ if [ -f "$results/exit_code" ]; then
   rc="$(cat "$results/exit_code")"
   [[ "$rc" =~ ^[0-9]+$ ]] || rc=1
   cat "$results/scenario.log" 2>/dev/null || true
+  if [ "$rc" -ne 0 ]; then   # CI keeps only this output: what the guest kernel and QMP said
+    if [ -s "$results/dmesg.log" ]; then
+      echo "----- guest kernel log (last 40 lines of $results/dmesg.log) -----"
+      tail -n 40 "$results/dmesg.log"
+    fi
+    if [ -s "$results/qmp.log" ]; then
+      echo "----- QMP requests ($results/qmp.log) -----"
+      cat "$results/qmp.log"
+    fi
+  fi
   [ ! -f "$results/timing" ] || say "guest: $(cat "$results/timing")"
   say "scenario $scenario exited $rc after ${elapsed}s (boot + run); logs in $results"
   exit "$rc"

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -323,13 +324,14 @@ TEST_F(VfioTest, HotRemovalUnderIoFailsIoOnceAndReleasesTheDevice) {
               submitted, failed);
   // QEMU answers the request once the guest let the device go.
   const std::string ack = std::string(qmp_dir) + "/vfio_test.ack";
-  std::string first_line;
+  std::string first_line, answer;
   for (int i = 0; i < 900 && first_line.empty(); ++i) {
     std::ifstream file(ack);
     std::getline(file, first_line);
     if (first_line.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    answer.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   }
-  EXPECT_EQ(first_line, "ok") << "QEMU did not report the device deleted";
+  EXPECT_EQ(first_line, "ok") << "QEMU did not report the device deleted: " << answer;
   queue->reset();
   buffer->reset();
   controller.reset();  // must not hang or touch the gone device
