@@ -15,7 +15,36 @@ uint64_t monotonic_now_ns() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+namespace {
+
+uint64_t coarse_now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Two ticks of the coarse clock (its resolution is the tick: 4 ms at HZ=250).
+uint64_t coarse_slack_ns() noexcept {
+  static const uint64_t slack = []() -> uint64_t {
+    timespec resolution{};
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &resolution) != 0) return 20000000;
+    return 2 * (static_cast<uint64_t>(resolution.tv_sec) * 1000000000ull +
+                static_cast<uint64_t>(resolution.tv_nsec));
+  }();
+  return slack;
+}
+
+}  // namespace
+
+bool coarse_may_have_reached(uint64_t deadline_ns) noexcept {
+  return coarse_now_ns() + coarse_slack_ns() >= deadline_ns;
+}
+
 uint64_t MonotonicClock::now_ns() const noexcept { return monotonic_now_ns(); }
+
+bool MonotonicClock::may_have_reached(uint64_t deadline_ns) const noexcept {
+  return coarse_may_have_reached(deadline_ns);
+}
 
 MonotonicClock& MonotonicClock::instance() noexcept {
   static MonotonicClock clock;
@@ -70,6 +99,11 @@ uint64_t TscClock::now_ns() const noexcept {
   }
 #endif
   return monotonic_now_ns();
+}
+
+bool TscClock::may_have_reached(uint64_t deadline_ns) const noexcept {
+  if (use_tsc_) return now_ns() >= deadline_ns;
+  return coarse_may_have_reached(deadline_ns);
 }
 
 }  // namespace nvmf

@@ -12,12 +12,23 @@ class Clock {
   virtual ~Clock() = default;
   virtual uint64_t now_ns() const noexcept = 0;
   uint64_t now_us() const noexcept { return now_ns() / 1000; }
+  // Whether now_ns() may be at or past deadline_ns, answered without reading a dear clock:
+  // false means it is certainly not; true means read now_ns() to know. A reactor asks this on
+  // every iteration before it reads the time for its timers.
+  virtual bool may_have_reached(uint64_t deadline_ns) const noexcept {
+    return now_ns() >= deadline_ns;
+  }
 };
 
-// CLOCK_MONOTONIC through the vDSO: about 20 ns a call, no syscall.
+// CLOCK_MONOTONIC. Through the vDSO, about 20 ns a call, where the kernel's clocksource can be
+// read from user space (the TSC); otherwise every call is a system call (a guest on the HPET,
+// as QEMU's TCG guests are: a system call and an emulated MMIO read each time).
 class MonotonicClock final : public Clock {
  public:
   uint64_t now_ns() const noexcept override;
+  // Asks CLOCK_MONOTONIC_COARSE first (monotonic time as of the last tick, always from the
+  // vDSO): a deadline more than two ticks ahead of it has not come (coarse_may_have_reached).
+  bool may_have_reached(uint64_t deadline_ns) const noexcept override;
   static MonotonicClock& instance() noexcept;
 };
 
@@ -31,6 +42,8 @@ class TscClock final : public Clock {
   // reactors and bdevs, read on every reactor iteration and twice per I/O.
   static TscClock& instance() noexcept;
   uint64_t now_ns() const noexcept override;
+  // The TSC answers exactly; the CLOCK_MONOTONIC fallback as MonotonicClock does.
+  bool may_have_reached(uint64_t deadline_ns) const noexcept override;
   bool using_tsc() const noexcept { return use_tsc_; }
   uint64_t ticks_per_second() const noexcept { return ticks_per_second_; }
   static bool invariant_tsc_available() noexcept;
@@ -59,5 +72,10 @@ class FakeClock final : public Clock {
 
 // Convenience for code that has no Clock to hand (logging, setup).
 uint64_t monotonic_now_ns() noexcept;
+
+// For clocks on CLOCK_MONOTONIC: false when deadline_ns is more than two ticks past
+// CLOCK_MONOTONIC_COARSE, so CLOCK_MONOTONIC cannot have reached it (coarse lags it by at most
+// a tick while any CPU runs; a lag beyond two only makes a timer fire that much later).
+bool coarse_may_have_reached(uint64_t deadline_ns) noexcept;
 
 }  // namespace nvmf

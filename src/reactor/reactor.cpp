@@ -245,6 +245,9 @@ int Reactor::arm_pollers() noexcept {
 }
 
 int Reactor::run_expired_timers() noexcept {
+  // The clock is read only when the earliest timer may be due: on a guest whose clocksource
+  // user space cannot read, each read is a system call (Clock::may_have_reached).
+  if (timers_.empty() || !clock_->may_have_reached(timers_.front().deadline_ns_)) return 0;
   int fired = 0;
   uint64_t now = clock_->now_ns();
   // Bounded by the number of timers due now, so a zero-period timer cannot loop forever.

@@ -30,6 +30,32 @@ TEST(MonotonicClock, NeverGoesBackwards) {
   }
 }
 
+// may_have_reached() may say yes early (it is a cheap lower bound) but never no when the
+// deadline has come: a "no" for a deadline that now_ns() already reached would delay a timer.
+TEST(MonotonicClock, MayHaveReachedNeverDeniesAReachedDeadline) {
+  auto& clock = MonotonicClock::instance();
+  const uint64_t start = clock.now_ns();
+  EXPECT_TRUE(clock.may_have_reached(start));
+  EXPECT_TRUE(clock.may_have_reached(start - 1));
+  EXPECT_FALSE(clock.may_have_reached(start + 10ull * 1000 * 1000 * 1000))
+      << "a deadline 10 s ahead has not come";
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t deadline = start + static_cast<uint64_t>(i) * 10000;  // up to 100 ms ahead
+    if (!clock.may_have_reached(deadline)) ASSERT_LT(clock.now_ns(), deadline);
+  }
+}
+
+TEST(TscClock, MayHaveReachedNeverDeniesAReachedDeadline) {
+  TscClock tsc;
+  const uint64_t start = tsc.now_ns();
+  EXPECT_TRUE(tsc.may_have_reached(start));
+  EXPECT_FALSE(tsc.may_have_reached(start + 10ull * 1000 * 1000 * 1000));
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t deadline = start + static_cast<uint64_t>(i) * 10000;
+    if (!tsc.may_have_reached(deadline)) ASSERT_LT(tsc.now_ns(), deadline);
+  }
+}
+
 TEST(TscClock, TracksMonotonicClock) {
   TscClock tsc;
   if (!tsc.using_tsc()) {

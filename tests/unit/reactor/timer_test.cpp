@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "reactor/harness.h"
+#include "reactor/reactor.h"
 
 namespace nvmf::reactor {
 namespace {
@@ -134,6 +136,52 @@ TEST(Timer, ZeroDelayFiresOnTheNextPoll) {
   harness.reactor(0).start_timer(timer, 0);
   EXPECT_EQ(harness.reactor(0).poll_once(), 1);
   EXPECT_EQ(harness.reactor(0).stats().timer_fires, 1u);
+}
+
+// A clock whose exact reading is dear (a guest on the HPET: a system call each) and whose
+// lower bound is free, as MonotonicClock's CLOCK_MONOTONIC_COARSE is: now_ns() counts.
+class DearClock final : public Clock {
+ public:
+  uint64_t now_ns() const noexcept override {
+    ++reads;
+    return time_ns;
+  }
+  bool may_have_reached(uint64_t deadline_ns) const noexcept override {
+    return time_ns + slack_ns >= deadline_ns;
+  }
+  uint64_t time_ns = 1000 * kMs;
+  uint64_t slack_ns = 8 * kMs;
+  mutable uint64_t reads = 0;
+};
+
+TEST(Timer, AReactorReadsADearClockOnlyWhenATimerMayBeDue) {
+  DearClock clock;
+  ReactorOpts opts;
+  opts.clock = &clock;
+  auto made = Reactor::create(opts);
+  ASSERT_TRUE(made);
+  Reactor& reactor = **made;
+  clock.reads = 0;  // creation reads it once
+  for (int i = 0; i < 100; ++i) reactor.poll_once();
+  EXPECT_EQ(clock.reads, 0u) << "no timer: an iteration needs no time";
+  Fired fired;
+  NamedTimer state{&fired, "k"};
+  Timer timer("k", &NamedTimer::fire, &state);
+  reactor.start_timer(timer, 100 * kMs);
+  clock.reads = 0;
+  clock.time_ns += 91 * kMs;  // 9 ms before the deadline, more than the slack
+  for (int i = 0; i < 100; ++i) reactor.poll_once();
+  EXPECT_EQ(clock.reads, 0u) << "a timer not yet within the slack: still no read";
+  clock.time_ns += 2 * kMs;  // 7 ms before: within the slack, so each iteration reads
+  for (int i = 0; i < 10; ++i) reactor.poll_once();
+  EXPECT_EQ(clock.reads, 10u);
+  EXPECT_TRUE(fired.order.empty());
+  clock.time_ns += 7 * kMs;  // the deadline: it fires on the next iteration, not later
+  reactor.poll_once();
+  EXPECT_EQ(fired.order.size(), 1u);
+  clock.reads = 0;
+  for (int i = 0; i < 100; ++i) reactor.poll_once();
+  EXPECT_EQ(clock.reads, 0u) << "the timer is gone";
 }
 
 }  // namespace
