@@ -41,7 +41,9 @@ TEST(MonotonicClock, MayHaveReachedNeverDeniesAReachedDeadline) {
       << "a deadline 10 s ahead has not come";
   for (int i = 0; i < 10000; ++i) {
     const uint64_t deadline = start + static_cast<uint64_t>(i) * 10000;  // up to 100 ms ahead
-    if (!clock.may_have_reached(deadline)) ASSERT_LT(clock.now_ns(), deadline);
+    if (!clock.may_have_reached(deadline)) {
+      ASSERT_LT(clock.now_ns(), deadline);
+    }
   }
 }
 
@@ -52,7 +54,9 @@ TEST(TscClock, MayHaveReachedNeverDeniesAReachedDeadline) {
   EXPECT_FALSE(tsc.may_have_reached(start + 10ull * 1000 * 1000 * 1000));
   for (int i = 0; i < 10000; ++i) {
     const uint64_t deadline = start + static_cast<uint64_t>(i) * 10000;
-    if (!tsc.may_have_reached(deadline)) ASSERT_LT(tsc.now_ns(), deadline);
+    if (!tsc.may_have_reached(deadline)) {
+      ASSERT_LT(tsc.now_ns(), deadline);
+    }
   }
 }
 
