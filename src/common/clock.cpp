@@ -8,19 +8,16 @@
 #endif
 
 namespace nvmf {
+namespace {
 
-uint64_t monotonic_now_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+uint64_t to_ns(const timespec& ts) noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-namespace {
-
-uint64_t coarse_now_ns() noexcept {
+uint64_t clock_now_ns(clockid_t clock) noexcept {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  clock_gettime(clock, &ts);
+  return to_ns(ts);
 }
 
 // Two ticks of the coarse clock (its resolution is the tick: 4 ms at HZ=250).
@@ -28,16 +25,17 @@ uint64_t coarse_slack_ns() noexcept {
   static const uint64_t slack = []() -> uint64_t {
     timespec resolution{};
     if (clock_getres(CLOCK_MONOTONIC_COARSE, &resolution) != 0) return 20000000;
-    return 2 * (static_cast<uint64_t>(resolution.tv_sec) * 1000000000ull +
-                static_cast<uint64_t>(resolution.tv_nsec));
+    return 2 * to_ns(resolution);
   }();
   return slack;
 }
 
 }  // namespace
 
+uint64_t monotonic_now_ns() noexcept { return clock_now_ns(CLOCK_MONOTONIC); }
+
 bool coarse_may_have_reached(uint64_t deadline_ns) noexcept {
-  return coarse_now_ns() + coarse_slack_ns() >= deadline_ns;
+  return clock_now_ns(CLOCK_MONOTONIC_COARSE) + coarse_slack_ns() >= deadline_ns;
 }
 
 uint64_t MonotonicClock::now_ns() const noexcept { return monotonic_now_ns(); }
