@@ -30,6 +30,8 @@ done
 source "$(dirname "$0")/lib/rxe.sh"
 # shellcheck source=lib/nvmf_tgt.sh
 source "$(dirname "$0")/lib/nvmf_tgt.sh"
+# shellcheck source=lib/nvme_host.sh
+source "$(dirname "$0")/lib/nvme_host.sh"
 modprobe nvme-rdma
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
 echo -1 >/proc/sys/kernel/perf_event_paranoid
@@ -53,19 +55,9 @@ EOF
 
 # connect: nvme connect to our target; sets DISK (nvmeXnY).
 connect() {
-  local dir name _
   timeout 60 nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$NQN" || fail "nvme connect failed"
-  DISK=""
-  for _ in $(seq 1 100); do
-    for dir in /sys/block/nvme*; do
-      name="$(basename "$dir")"
-      [[ "$name" =~ ^nvme[0-9]+n[0-9]+$ ]] || continue
-      [ "$(cat "$dir/device/subsysnqn" 2>/dev/null)" = "$NQN" ] && DISK="$name"
-    done
-    [ -n "$DISK" ] && [ -b "/dev/$DISK" ] && return
-    sleep 0.1
-  done
-  fail "no block device after nvme connect"
+  DISK="$(nvme_wait_disk "$NQN")"
+  [ -n "$DISK" ] || fail "no block device after nvme connect"
 }
 fio_run() {  # fio_run OUTPUT_JSON SECONDS
   fio --name=rr32x2 --filename="/dev/$DISK" --ioengine=libaio --direct=1 --bs=4k --rw=randread \

@@ -55,6 +55,8 @@ done
 source "$(dirname "$0")/lib/rxe.sh"
 # shellcheck source=lib/nvmf_tgt.sh
 source "$(dirname "$0")/lib/nvmf_tgt.sh"
+# shellcheck source=lib/nvme_host.sh
+source "$(dirname "$0")/lib/nvme_host.sh"
 modprobe nvme-rdma
 
 readonly KNQN=nqn.2014-08.io.nvmf-vm:bench-null OURNQN=nqn.2026-11.io.nvmf-vm:bench-null
@@ -151,28 +153,13 @@ perf_args() {  # perf_args WORKLOAD MODE
   esac
 }
 
-# disk_of NQN: the kernel host's namespace block device (nvmeXnY) for NQN; empty if none.
-disk_of() {
-  local dir name
-  for dir in /sys/block/nvme*; do
-    name="$(basename "$dir")"
-    [[ "$name" =~ ^nvme[0-9]+n[0-9]+$ ]] || continue
-    [ "$(cat "$dir/device/subsysnqn" 2>/dev/null)" = "$1" ] && { echo "$name"; return; }
-  done
-  true
-}
-
 # kernel_host TARGET PORT NQN: nvme connect, fio for each workload, nvme disconnect.
 kernel_host() {
-  local target="$1" port="$2" nqn="$3" disk="" w _
+  local target="$1" port="$2" nqn="$3" disk w
   step "kernel host -> $target target: nvme connect -t rdma -a $ADDR -s $port -n $nqn"
   timeout 60 nvme connect -t rdma -a "$ADDR" -s "$port" -n "$nqn" || fail "nvme connect to $target failed"
-  for _ in $(seq 1 100); do
-    disk="$(disk_of "$nqn")"
-    [ -n "$disk" ] && [ -b "/dev/$disk" ] && break
-    sleep 0.1
-  done
-  { [ -n "$disk" ] && [ -b "/dev/$disk" ]; } || fail "no namespace block device after nvme connect to $target"
+  disk="$(nvme_wait_disk "$nqn")"
+  [ -n "$disk" ] || fail "no namespace block device after nvme connect to $target"
   for w in "${WORKLOADS[@]}"; do
     step "kernel host -> $target target: $w: fio $(fio_args "$w") (/dev/$disk, ${seconds}s)"
     # shellcheck disable=SC2046
