@@ -143,7 +143,7 @@ ReactorStats Reactor::stats() const noexcept {
   return stats;
 }
 
-Result<void> Reactor::add_poller(Poller& poller, int interrupt_fd) noexcept {
+Result<void> Reactor::add_poller(Poller& poller, int interrupt_fd, uint64_t period_ns) noexcept {
   owner_.check();
   if (poller.reactor_ != nullptr) return Unexpected(Errc::already_exists, "poller already registered");
   if (interrupt_fd >= 0) {
@@ -159,6 +159,9 @@ Result<void> Reactor::add_poller(Poller& poller, int interrupt_fd) noexcept {
   }
   poller.reactor_ = this;
   poller.interrupt_fd_ = interrupt_fd;
+  poller.period_ns_ = period_ns;
+  poller.next_run_ns_ = 0;  // a timed poller's first run is its first iteration
+  poller.fd_ready_ = false;
   pollers_.push_back(poller);
   return {};
 }
@@ -221,6 +224,10 @@ int Reactor::run_pollers() noexcept {
   while (poller != nullptr) {
     // Find the successor before the call: the poller may remove itself or others.
     next_poller_ = pollers_.next_of(*poller);
+    if (poller->period_ns_ != 0 && !timed_poller_due(*poller)) {
+      poller = next_poller_;
+      continue;
+    }
     int done = poller->fn_(poller->ctx_, opts_.poller_budget);
     poller->run_count_.fetch_add(1, std::memory_order_relaxed);
     if (done > 0) {
@@ -231,6 +238,17 @@ int Reactor::run_pollers() noexcept {
   }
   next_poller_ = nullptr;
   return work;
+}
+
+bool Reactor::timed_poller_due(Poller& poller) noexcept {
+  // Clock::may_have_reached first: on a guest without a readable TSC it spares the system call
+  // that an exact read would be on almost every iteration.
+  if (!poller.fd_ready_ && !clock_->may_have_reached(poller.next_run_ns_)) return false;
+  const uint64_t now = clock_->now_ns();
+  if (!poller.fd_ready_ && now < poller.next_run_ns_) return false;
+  poller.fd_ready_ = false;
+  poller.next_run_ns_ = now + poller.period_ns_;
+  return true;
 }
 
 int Reactor::arm_pollers() noexcept {
@@ -325,8 +343,11 @@ bool Reactor::wait_for_events(uint64_t max_wait_ns) noexcept {
       drain_fd(event_fd_);
     } else if (events[i].data.u64 == kTagTimerFd) {
       drain_fd(timer_fd_);
+    } else {
+      // A poller's fd: the poller consumes the readiness itself when it runs; a timed poller
+      // runs in the next iteration whatever its period says.
+      static_cast<Poller*>(events[i].data.ptr)->fd_ready_ = true;
     }
-    // Poller fds: nothing to do here; the poller consumes its own readiness when it runs.
   }
   return true;
 }

@@ -68,6 +68,11 @@ class Poller {
   void* ctx_;
   Reactor* reactor_ = nullptr;
   int interrupt_fd_ = -1;
+  // Timed pollers (add_poller's period_ns): when the poller runs next, and whether epoll
+  // reported its fd readable since it last ran.
+  uint64_t period_ns_ = 0;
+  uint64_t next_run_ns_ = 0;
+  bool fd_ready_ = false;
   ListNode link_;
   // Written by the owner thread only; atomic so a stats reader on another thread is race-free.
   std::atomic<uint64_t> run_count_{0};
@@ -152,7 +157,13 @@ class Reactor {
   // --- owner thread ---
   // Registers a poller; with interrupt_fd >= 0 the reactor also wakes when that fd is
   // readable (level-triggered: the poller must consume the readiness).
-  Result<void> add_poller(Poller& poller, int interrupt_fd = -1) noexcept;
+  // period_ns > 0 makes it a timed poller (SPDK's spdk_poller_register period): it runs at
+  // most once per period on the reactor's clock, and at once after a sleep from which epoll
+  // reported its fd readable. For fds whose every check is a system call and whose events are
+  // rare (the RDMA CM channel, a device's async events): a polling reactor would otherwise make
+  // that call on every iteration. A sleeping reactor does not wake for a timed poller's period,
+  // only for its fd: work that must happen on time belongs in a Timer.
+  Result<void> add_poller(Poller& poller, int interrupt_fd = -1, uint64_t period_ns = 0) noexcept;
   // Safe from inside any poller, including the one being removed.
   void remove_poller(Poller& poller) noexcept;
   // Arms (or re-arms) a timer to fire after delay_ns, then every period_ns if non-zero.
@@ -183,6 +194,8 @@ class Reactor {
   explicit Reactor(const ReactorOpts& opts);
   int process_messages(unsigned budget) noexcept;
   int run_pollers() noexcept;
+  // Timed pollers: whether this one should run now; if so, sets its next run.
+  bool timed_poller_due(Poller& poller) noexcept;
   // Calls every poller's ArmFn; returns how many pollers have one.
   int arm_pollers() noexcept;
   int run_expired_timers() noexcept;

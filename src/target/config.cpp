@@ -198,7 +198,7 @@ void parse_target_section(const Node& node, TargetOpts& opts) {
 void parse_transport(const Node& node, TargetConfig& config) {
   node.allow_only({"type", "max_queue_depth", "max_admin_queue_depth", "max_qpairs_per_ctrlr",
                    "in_capsule_data_size", "max_io_size", "max_sgl_descriptors",
-                   "send_with_invalidate"});
+                   "send_with_invalidate", "acceptor_poll_rate"});
   const std::string type = node.require_string("type");
   if (type != "rdma")
     fail(node.child("type"), in_quotes(type) + " is not a supported transport (rdma)");
@@ -229,6 +229,8 @@ void parse_transport(const Node& node, TargetConfig& config) {
   } else {
     fail(node.child("send_with_invalidate"), in_quotes(invalidate) + " is not auto or off");
   }
+  config.transport.acceptor_poll_rate_us = static_cast<uint32_t>(node.get_uint(
+      "acceptor_poll_rate", 0, 1000000, config.transport.acceptor_poll_rate_us));
 }
 
 template <size_t N>
@@ -820,7 +822,8 @@ std::string target_config_to_json(const TargetConfig& config) {
        {"in_capsule_data_size", opts.in_capsule_data_size},
        {"max_io_size", opts.max_io_size},
        {"max_sgl_descriptors", opts.max_sgl_descriptors},
-       {"send_with_invalidate", send_with_invalidate_name(config.transport.send_with_invalidate)}});
+       {"send_with_invalidate", send_with_invalidate_name(config.transport.send_with_invalidate)},
+       {"acceptor_poll_rate", config.transport.acceptor_poll_rate_us}});
   root["bdevs"] = json::array();
   for (const BdevConfig& bdev : config.bdevs) root["bdevs"].push_back(bdev_json(bdev));
   root["subsystems"] = json::array();

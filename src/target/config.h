@@ -8,7 +8,8 @@
 //     "transports": [ { "type": "rdma" (required), "max_queue_depth": 128,
 //                       "max_admin_queue_depth": 128, "max_qpairs_per_ctrlr": 128,
 //                       "in_capsule_data_size": 4096, "max_io_size": 1048576,
-//                       "max_sgl_descriptors": 16, "send_with_invalidate": "auto" | "off" } ],
+//                       "max_sgl_descriptors": 16, "send_with_invalidate": "auto" | "off",
+//                       "acceptor_poll_rate": 10000 } ],
 //     "bdevs": [ { "type": "null" | "malloc" | "uring" | "nvme" (required), "name" (required),
 //                  "block_size": 512, "num_blocks": N, "uuid": "8-4-4-4-12", "queue_depth": 128,
 //                  null:  "completion_delay_ns", "zero_read_buffers"
@@ -63,6 +64,9 @@ struct TransportConfig {
   // auto: answer with SEND_WITH_INVALIDATE when the host asked for it and the device can;
   // off: never (needed to reproduce the 2017 memory-window race).
   SendWithInvalidate send_with_invalidate = SendWithInvalidate::automatic;
+  // Microseconds between the acceptor's reads of the RDMA CM channel and device async events
+  // (SPDK's acceptor_poll_rate, its default); 0 = every reactor iteration.
+  uint32_t acceptor_poll_rate_us = 10000;
 };
 
 enum class BdevKind : uint8_t { null, malloc, uring, nvme, delay, error };

@@ -122,10 +122,6 @@ struct DeviceAsyncEvent {
 // Events waiting for one poll group: a burst far beyond what devices raise (one per QP that
 // fails, a few per port or device event); more are dropped and logged.
 inline constexpr size_t kAsyncEventRingSize = 256;
-// The acceptor reads a device's async events every this many runs of its poller: rdma-core
-// pays a system call per read, and the events are rare and never urgent to the microsecond.
-inline constexpr uint32_t kAsyncEventPollInterval = 64;
-
 // A device the acceptor reads async events from (every device a listener or connection uses).
 struct WatchedDevice {
   WatchedDevice(RdmaTargetTransport& owner, verbs::Device& watched) noexcept
@@ -134,8 +130,10 @@ struct WatchedDevice {
         poller("rdma_async_events", &RdmaTargetTransport::async_event_poll, this) {}
   RdmaTargetTransport& transport;
   verbs::Device& device;
-  reactor::Poller poller;  // on the acceptor's reactor, with the device's async event fd
-  uint32_t countdown = 1;  // runs of the poller until the next read
+  // On the acceptor's reactor, with the device's async event fd, timed like the CM channel's
+  // (RdmaTargetOpts::acceptor_poll_period_us): rdma-core pays a system call per read, and the
+  // events are rare and never urgent to the microsecond.
+  reactor::Poller poller;
   bool fatal = false;      // DEVICE_FATAL seen: nothing on it is used again
 };
 

@@ -60,7 +60,9 @@ RdmaTargetTransport::RdmaTargetTransport(verbs::Provider& provider, target::Targ
       target_(target),
       opts_(opts),
       reactors_(reactors),
-      acceptor_poller_("rdma_acceptor", &RdmaTargetTransport::acceptor_poll, this) {}
+      acceptor_poller_("rdma_acceptor", &RdmaTargetTransport::acceptor_poll, this),
+      housekeeping_poller_("rdma_acceptor_housekeeping", &RdmaTargetTransport::housekeeping_poll,
+                           this) {}
 
 Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
     verbs::Provider& provider, target::Target& target,
@@ -109,14 +111,18 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
     transport->groups_.push_back(std::make_unique<RdmaPollGroup>(*transport, *reactor));
   }
   transport->async_wakeup_due_.assign(transport->groups_.size(), false);
-  auto added =
-      reactors[0]->add_poller(transport->acceptor_poller_, transport->channel_->event_fd());
+  auto added = reactors[0]->add_poller(transport->acceptor_poller_,
+                                       transport->channel_->event_fd(),
+                                       transport->acceptor_poll_period_ns());
+  if (!added) return Unexpected(added.error());
+  added = reactors[0]->add_poller(transport->housekeeping_poller_);
   if (!added) return Unexpected(added.error());
   return transport;
 }
 
 RdmaTargetTransport::~RdmaTargetTransport() {
   if (acceptor_poller_.registered()) reactors_[0]->remove_poller(acceptor_poller_);
+  if (housekeeping_poller_.registered()) reactors_[0]->remove_poller(housekeeping_poller_);
   for (auto& watched : watched_) {
     if (watched->poller.registered()) reactors_[0]->remove_poller(watched->poller);
   }
@@ -225,19 +231,38 @@ int RdmaTargetTransport::poll_cm_events(unsigned budget) noexcept {
         break;
     }
   }
-  // Free connections the groups have let go of.
+  return handled;
+}
+
+int RdmaTargetTransport::housekeeping_poll(void* ctx, unsigned) noexcept {
+  auto* transport = static_cast<RdmaTargetTransport*>(ctx);
+  int work = 0;
+  if (transport->released_not_freed_ != 0) work += transport->free_released_connections();
+  if (transport->any_async_wakeup_due_) transport->wake_groups_for_async_events();
+  return work;
+}
+
+int RdmaTargetTransport::free_released_connections() noexcept {
+  int freed = 0;
   for (size_t i = 0; i < connections_.size();) {
     if (connections_[i]->released &&
         connections_[i]->messages_in_flight.load(std::memory_order_acquire) == 0) {
       connections_[i] = std::move(connections_.back());
       connections_.pop_back();
       ++stats_.disconnects;
+      --released_not_freed_;
+      ++freed;
     } else {
       ++i;
     }
   }
-  if (any_async_wakeup_due_) wake_groups_for_async_events();
-  return handled;
+  return freed;
+}
+
+void RdmaTargetTransport::mark_released(Connection& connection) noexcept {
+  if (connection.released) return;
+  connection.released = true;
+  ++released_not_freed_;
 }
 
 void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexcept {
@@ -285,7 +310,7 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
     NVMF_ERRLOG(rdma, "reactor %s is too busy to take a connection", raw->group->reactor().name());
     spec::RdmaCmReject reject = make_reject(spec::rdma_cm_reject::no_resources);
     (void)raw->id->reject(&reject, sizeof(reject));
-    raw->released = true;
+    mark_released(*raw);
     ++stats_.connects_rejected;
     return;
   }
@@ -304,7 +329,8 @@ void RdmaTargetTransport::forward_event(Connection& connection, verbs::CmEventTy
 }
 
 void RdmaTargetTransport::release_connection(void* ctx) noexcept {
-  static_cast<Connection*>(ctx)->released = true;
+  auto* connection = static_cast<Connection*>(ctx);
+  connection->transport->mark_released(*connection);
 }
 
 void RdmaTargetTransport::begin_shutdown() noexcept {
@@ -330,7 +356,8 @@ Result<void> RdmaTargetTransport::watch_device(verbs::Device& device) noexcept {
     if (&watched->device == &device) return {};
   }
   auto watched = std::make_unique<WatchedDevice>(*this, device);  // setup-path
-  auto added = reactors_[0]->add_poller(watched->poller, device.async_event_fd());
+  auto added = reactors_[0]->add_poller(watched->poller, device.async_event_fd(),
+                                        acceptor_poll_period_ns());
   if (!added) {
     NVMF_ERRLOG(rdma, "device %s: cannot watch its async events", device.caps().name.c_str());
     return added;
@@ -348,8 +375,6 @@ bool RdmaTargetTransport::device_failed(const verbs::Device* device) const noexc
 
 int RdmaTargetTransport::async_event_poll(void* ctx, unsigned budget) noexcept {
   auto& watched = *static_cast<WatchedDevice*>(ctx);
-  if (--watched.countdown != 0) return 0;
-  watched.countdown = kAsyncEventPollInterval;
   return watched.transport.poll_async_events(watched, budget);
 }
 
@@ -1514,7 +1539,7 @@ void RdmaPollGroup::free_orphan(RdmaQpair& qpair) noexcept {
 
 void RdmaPollGroup::release_to_acceptor(Connection& connection) noexcept {
   if (&reactor_ == transport_.reactors_[0]) {
-    connection.released = true;  // this reactor is the acceptor: no message needed
+    transport_.mark_released(connection);  // this reactor is the acceptor: no message needed
     return;
   }
   if (!transport_.reactors_[0]->send(&RdmaTargetTransport::release_connection, &connection)) {

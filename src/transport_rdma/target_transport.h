@@ -11,7 +11,7 @@
 //
 // Device async events (verbs::Device::poll_async_event): the acceptor reads every device a
 // listener or a connection uses, from a poller per device on its reactor (the device's event
-// fd wakes it in interrupt mode; it reads every kAsyncEventPollInterval runs), counts each
+// fd wakes it in interrupt mode; otherwise it reads every acceptor_poll_period_us), counts each
 // type and passes the ones that close something to the poll groups: QP fatal / request /
 // access error closes that queue pair as a disconnect does; a CQ or SRQ error closes every
 // queue pair on it (no completion will come: their WRs are forgotten) and the group makes a
@@ -79,6 +79,12 @@ struct RdmaTargetOpts {
   // is an nvme bdev, so the SSD DMAs straight into the buffers RDMA reads into and writes
   // from (zero copy; docs/architecture.md).
   env::MemoryBackend* buffer_memory = nullptr;
+  // How often the acceptor reads the RDMA CM channel and each device's async events, in
+  // microseconds (SPDK's acceptor_poll_rate, with its default): with rdma-core each read is a
+  // system call, which a polling reactor would otherwise make on every iteration for events
+  // that come a few times per connection. An interrupt-mode reactor woken by either fd reads
+  // it at once. 0: on every iteration (fixtures whose fake clock stands still).
+  uint32_t acceptor_poll_period_us = 10000;
 };
 
 class RdmaPollGroup;
@@ -141,8 +147,17 @@ class RdmaTargetTransport {
   RdmaTargetTransport(verbs::Provider& provider, target::Target& target,
                       const std::vector<reactor::Reactor*>& reactors, const RdmaTargetOpts& opts);
 
+  uint64_t acceptor_poll_period_ns() const noexcept {
+    return uint64_t{opts_.acceptor_poll_period_us} * 1000;
+  }
   static int acceptor_poll(void* ctx, unsigned budget) noexcept;
   int poll_cm_events(unsigned budget) noexcept;
+  // Every iteration of the acceptor's reactor, cheap when idle: frees the connections the
+  // groups let go of and retries async-event wake-ups a full message ring refused.
+  static int housekeeping_poll(void* ctx, unsigned budget) noexcept;
+  int free_released_connections() noexcept;
+  // Acceptor thread: the group (or a refused connect) let go of the connection.
+  void mark_released(Connection& connection) noexcept;
   void on_connect_request(const verbs::CmEvent& event) noexcept;
   void forward_event(Connection& connection, verbs::CmEventType type) noexcept;
   // Message from a poll group: its side of the connection is gone; free the CM id.
@@ -176,7 +191,9 @@ class RdmaTargetTransport {
   std::vector<std::unique_ptr<WatchedDevice>> watched_;   // acceptor thread only
   std::vector<bool> async_wakeup_due_;  // per group: its events wait, the message did not go
   bool any_async_wakeup_due_ = false;
-  reactor::Poller acceptor_poller_;
+  reactor::Poller acceptor_poller_;     // timed: the CM channel (acceptor_poll_period_us)
+  reactor::Poller housekeeping_poller_;  // every iteration
+  size_t released_not_freed_ = 0;        // connections marked released, still in connections_
   bool shutting_down_ = false;
   // Set by begin_shutdown (read by the poll groups): a queue pair's teardown stops waiting for
   // commands stuck inside a bdev (target::StuckCommands::abandon).

@@ -97,6 +97,9 @@ struct Stack {
     if (!target->add_namespace(kNqn, ns_opts)) return false;
     transport_rdma::RdmaTargetOpts transport_opts;
     transport_opts.limits.max_queue_depth = 1024;
+    // The harness's FakeClock stands still: a timed acceptor would never run again. The sim's
+    // empty CM channel costs a few instructions a round (no system call).
+    transport_opts.acceptor_poll_period_us = 0;
     transport_opts.send_with_invalidate = params.remote_invalidate
                                               ? transport_rdma::SendWithInvalidate::automatic
                                               : transport_rdma::SendWithInvalidate::off;

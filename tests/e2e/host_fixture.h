@@ -31,6 +31,7 @@
 
 #include "bdev/malloc_bdev.h"
 #include "common/clock.h"
+#include "harness_transport_opts.h"
 #include "nvmf/host.h"
 #include "reactor/harness.h"
 #include "spec/spec.h"
@@ -236,7 +237,7 @@ class HostFixture : public ::testing::Test {
 
     auto transport = transport_rdma::RdmaTargetTransport::create(
         *target_provider_, *target_, {&harness_.reactor(0), &harness_.reactor(1)},
-        transport_opts());
+        harness_transport_opts(transport_opts()));
     ASSERT_TRUE(transport);
     transport_ = std::move(*transport);
     ASSERT_TRUE(transport_->listen(kHostTargetAddress, kHostTargetPort));

@@ -169,7 +169,7 @@ TEST_F(HostResetTest, TargetGoneAndBackGivesANewControllerAndEveryWriteLands) {
   EXPECT_EQ(target_->controller_count(kNqn512), 0u);
   auto transport = transport_rdma::RdmaTargetTransport::create(
       *target_provider_, *target_, {&harness_.reactor(0), &harness_.reactor(1)},
-      transport_opts());
+      harness_transport_opts(transport_opts()));
   ASSERT_TRUE(transport);
   transport_ = std::move(*transport);
   ASSERT_TRUE(transport_->listen(kHostTargetAddress, kHostTargetPort));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bdev/malloc_bdev.h"
+#include "harness_transport_opts.h"
 #include "raw_host.h"
 #include "reactor/group.h"
 #include "reactor/harness.h"
@@ -109,7 +110,7 @@ class SimTargetFixture : public ::testing::Test {
   }
 
   reactor::ReactorHarness harness_{2};
-  transport_rdma::RdmaTargetOpts opts_;
+  transport_rdma::RdmaTargetOpts opts_ = harness_transport_opts();
   std::unique_ptr<verbs::sim::SimProvider> target_provider_;
   std::unique_ptr<verbs::sim::SimProvider> host_provider_;
   std::unique_ptr<bdev::Bdev> bdev_;

@@ -154,6 +154,28 @@ TEST_F(TargetRdmaTest, SendWithInvalidateOffLeavesTheKeyToTheHost) {
   EXPECT_EQ(host_provider_->key_state(key), verbs::sim::KeyState::valid);
 }
 
+// RdmaTargetOpts::acceptor_poll_period_us: the acceptor reads the CM channel once per period
+// of the reactor's clock (each read is a system call with rdma-core), so a connection request
+// waits for the next read, and is answered then.
+TEST_F(TargetRdmaTest, TheAcceptorReadsTheCmChannelOncePerPeriod) {
+  TearDown();
+  opts_.acceptor_poll_period_us = 10000;
+  SetUp();
+  harness_.poll_round();  // the acceptor's first read, at t0
+  const uint64_t t0_ns = harness_.clock().now_ns();
+  constexpr uint64_t kRoundNs = 100 * 1000;
+  RawHost host(*host_provider_, [this] {
+    harness_.poll_round();
+    harness_.clock().advance_ns(kRoundNs);
+  });
+  RawConnectResult cm = host.connect(kSimTargetAddress, kSimTargetPort, 0, 32, 31);
+  ASSERT_TRUE(cm.established);
+  const uint64_t waited_ns = harness_.clock().now_ns() - t0_ns;
+  EXPECT_GE(waited_ns, 10 * 1000 * 1000 - kRoundNs) << "accepted before the acceptor's next read";
+  EXPECT_LE(waited_ns, 12 * 1000 * 1000) << "the acceptor missed its period";
+  EXPECT_EQ(transport_->stats().connects_accepted, 1u);
+}
+
 TEST_F(TargetRdmaTest, MalformedSglsGetTheirStatusAndTheQueueKeepsServing) {
   RawHost& admin = new_host();
   RawHost& io = bring_up_io(bring_up_admin(admin));

@@ -106,6 +106,7 @@ transport_rdma::RdmaTargetOpts make_transport_opts(const target::TargetConfig& c
       config.transport.send_with_invalidate == target::SendWithInvalidate::off
           ? transport_rdma::SendWithInvalidate::off
           : transport_rdma::SendWithInvalidate::automatic;
+  transport_opts.acceptor_poll_period_us = config.transport.acceptor_poll_rate_us;
   return transport_opts;
 }
 

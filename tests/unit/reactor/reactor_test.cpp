@@ -66,6 +66,33 @@ TEST(Reactor, PollerRunsEveryIterationWithBudgetAndCountsBusy) {
   EXPECT_FALSE(poller.registered());
 }
 
+TEST(Reactor, ATimedPollerRunsOncePerPeriodOfTheReactorsClock) {
+  constexpr uint64_t kPeriodNs = 10 * 1000 * 1000;
+  ReactorHarness harness(1);
+  Reactor& reactor = harness.reactor(0);
+  CountingPoller counting;
+  Poller timed("timed", &CountingPoller::poll, &counting);
+  CountingPoller every;
+  Poller untimed("untimed", &CountingPoller::poll, &every);
+  ASSERT_TRUE(reactor.add_poller(timed, -1, kPeriodNs));
+  ASSERT_TRUE(reactor.add_poller(untimed));
+  for (int i = 0; i < 5; ++i) reactor.poll_once();
+  EXPECT_EQ(counting.calls, 1) << "a timed poller runs at its first iteration, then waits";
+  EXPECT_EQ(every.calls, 5);
+  harness.clock().advance_ns(kPeriodNs - 1);
+  for (int i = 0; i < 5; ++i) reactor.poll_once();
+  EXPECT_EQ(counting.calls, 1) << "1 ns short of the period";
+  harness.clock().advance_ns(1);
+  for (int i = 0; i < 5; ++i) reactor.poll_once();
+  EXPECT_EQ(counting.calls, 2) << "once when the period has passed, not on every iteration after";
+  EXPECT_EQ(timed.run_count(), 2u);
+  harness.clock().advance_ns(3 * kPeriodNs);
+  for (int i = 0; i < 5; ++i) reactor.poll_once();
+  EXPECT_EQ(counting.calls, 3) << "missed periods do not make a burst";
+  reactor.remove_poller(timed);
+  reactor.remove_poller(untimed);
+}
+
 TEST(Reactor, AddingAPollerTwiceFails) {
   ReactorHarness harness(2);
   CountingPoller counting;

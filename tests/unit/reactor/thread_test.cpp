@@ -139,6 +139,28 @@ TEST(ReactorThreads, InterruptModeWakesOnAPollerFd) {
   close(state.fd);
 }
 
+TEST(ReactorThreads, InterruptModeRunsATimedPollerWhenItsFdIsReadableWhateverItsPeriod) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  FdPoller state{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+  ASSERT_GE(state.fd, 0);
+  Poller poller("timed_fd", &FdPoller::poll, &state);
+  constexpr uint64_t kHourNs = 3600ull * 1000 * 1000 * 1000;
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller, state.fd, kHourNs)); });
+  ASSERT_TRUE(eventually([&] { return poller.run_count() >= 1; }));  // its first iteration
+  for (uint64_t round = 1; round <= 3; ++round) {
+    uint64_t value = round;
+    ASSERT_EQ(write(state.fd, &value, sizeof(value)), static_cast<ssize_t>(sizeof(value)));
+    const uint64_t want = round * (round + 1) / 2;
+    EXPECT_TRUE(eventually([&] { return state.consumed.load() == want; }))
+        << "round " << round << ": the readable fd did not run the poller, whose period is an hour";
+  }
+  EXPECT_EQ(poller.run_count(), 4u) << "it ran for its fd only, not on the other wake-ups";
+  run_on(reactor, [&] { reactor.remove_poller(poller); });
+  close(state.fd);
+}
+
 TEST(ReactorThreads, InterruptModeWakesForATimer) {
   auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
   ASSERT_TRUE(group);
