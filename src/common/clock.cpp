@@ -38,7 +38,15 @@ bool coarse_may_have_reached(uint64_t deadline_ns) noexcept {
   return clock_now_ns(CLOCK_MONOTONIC_COARSE) + coarse_slack_ns() >= deadline_ns;
 }
 
+bool coarse_surely_reached(uint64_t deadline_ns) noexcept {
+  return clock_now_ns(CLOCK_MONOTONIC_COARSE) >= deadline_ns;
+}
+
 uint64_t MonotonicClock::now_ns() const noexcept { return monotonic_now_ns(); }
+
+bool MonotonicClock::surely_reached(uint64_t deadline_ns) const noexcept {
+  return coarse_surely_reached(deadline_ns);
+}
 
 bool MonotonicClock::may_have_reached(uint64_t deadline_ns) const noexcept {
   return coarse_may_have_reached(deadline_ns);
@@ -102,6 +110,11 @@ uint64_t TscClock::now_ns() const noexcept {
 bool TscClock::may_have_reached(uint64_t deadline_ns) const noexcept {
   if (use_tsc_) return now_ns() >= deadline_ns;
   return coarse_may_have_reached(deadline_ns);
+}
+
+bool TscClock::surely_reached(uint64_t deadline_ns) const noexcept {
+  if (use_tsc_) return now_ns() >= deadline_ns;
+  return coarse_surely_reached(deadline_ns);
 }
 
 }  // namespace nvmf

@@ -18,6 +18,13 @@ class Clock {
   virtual bool may_have_reached(uint64_t deadline_ns) const noexcept {
     return now_ns() >= deadline_ns;
   }
+  // Whether now_ns() is certainly at or past deadline_ns, from the cheapest read: true is
+  // right; false may be a tick of a coarse clock late. For work whose timing is loose (a
+  // reactor's timed pollers): may_have_reached + now_ns() would read the dear clock on every
+  // iteration of the two ticks before each deadline.
+  virtual bool surely_reached(uint64_t deadline_ns) const noexcept {
+    return now_ns() >= deadline_ns;
+  }
 };
 
 // CLOCK_MONOTONIC. Through the vDSO, about 20 ns a call, where the kernel's clocksource can be
@@ -29,6 +36,8 @@ class MonotonicClock final : public Clock {
   // Asks CLOCK_MONOTONIC_COARSE first (monotonic time as of the last tick, always from the
   // vDSO): a deadline more than two ticks ahead of it has not come (coarse_may_have_reached).
   bool may_have_reached(uint64_t deadline_ns) const noexcept override;
+  // CLOCK_MONOTONIC_COARSE alone (coarse_surely_reached).
+  bool surely_reached(uint64_t deadline_ns) const noexcept override;
   static MonotonicClock& instance() noexcept;
 };
 
@@ -44,6 +53,7 @@ class TscClock final : public Clock {
   uint64_t now_ns() const noexcept override;
   // The TSC answers exactly; the CLOCK_MONOTONIC fallback as MonotonicClock does.
   bool may_have_reached(uint64_t deadline_ns) const noexcept override;
+  bool surely_reached(uint64_t deadline_ns) const noexcept override;
   bool using_tsc() const noexcept { return use_tsc_; }
   uint64_t ticks_per_second() const noexcept { return ticks_per_second_; }
   static bool invariant_tsc_available() noexcept;
@@ -77,5 +87,8 @@ uint64_t monotonic_now_ns() noexcept;
 // CLOCK_MONOTONIC_COARSE, so CLOCK_MONOTONIC cannot have reached it (coarse lags it by at most
 // a tick while any CPU runs; a lag beyond two only makes a timer fire that much later).
 bool coarse_may_have_reached(uint64_t deadline_ns) noexcept;
+// For clocks on CLOCK_MONOTONIC: true when CLOCK_MONOTONIC_COARSE is at or past deadline_ns,
+// so CLOCK_MONOTONIC is too (the coarse clock is the same time as of the last tick).
+bool coarse_surely_reached(uint64_t deadline_ns) noexcept;
 
 }  // namespace nvmf

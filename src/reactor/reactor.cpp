@@ -241,13 +241,11 @@ int Reactor::run_pollers() noexcept {
 }
 
 bool Reactor::timed_poller_due(Poller& poller) noexcept {
-  // Clock::may_have_reached first: on a guest without a readable TSC it spares the system call
-  // that an exact read would be on almost every iteration.
-  if (!poller.fd_ready_ && !clock_->may_have_reached(poller.next_run_ns_)) return false;
-  const uint64_t now = clock_->now_ns();
-  if (!poller.fd_ready_ && now < poller.next_run_ns_) return false;
+  // Clock::surely_reached: on a guest without a readable TSC an exact read is a system call,
+  // which this check would otherwise make on every iteration; a period a tick long is fine.
+  if (!poller.fd_ready_ && !clock_->surely_reached(poller.next_run_ns_)) return false;
   poller.fd_ready_ = false;
-  poller.next_run_ns_ = now + poller.period_ns_;
+  poller.next_run_ns_ = clock_->now_ns() + poller.period_ns_;  // once per run
   return true;
 }
 

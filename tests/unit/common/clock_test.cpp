@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 namespace nvmf {
@@ -45,6 +46,37 @@ TEST(MonotonicClock, MayHaveReachedNeverDeniesAReachedDeadline) {
       ASSERT_LT(clock.now_ns(), deadline);
     }
   }
+}
+
+// surely_reached() may say no late (a tick of the coarse clock) but never yes early: a "yes"
+// before now_ns() reached the deadline would run a timed poller before its period.
+TEST(MonotonicClock, SurelyReachedNeverClaimsADeadlineNotReached) {
+  auto& clock = MonotonicClock::instance();
+  const uint64_t start = clock.now_ns();
+  EXPECT_FALSE(clock.surely_reached(start + 10ull * 1000 * 1000 * 1000));
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t deadline = start + static_cast<uint64_t>(i) * 10000;  // up to 100 ms ahead
+    if (clock.surely_reached(deadline)) {
+      ASSERT_GE(clock.now_ns(), deadline);
+    }
+  }
+  // The coarse clock's resolution is a tick (at most 10 ms at HZ=100): 50 ms later it has.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(clock.surely_reached(start));
+}
+
+TEST(TscClock, SurelyReachedNeverClaimsADeadlineNotReached) {
+  TscClock tsc;
+  const uint64_t start = tsc.now_ns();
+  EXPECT_FALSE(tsc.surely_reached(start + 10ull * 1000 * 1000 * 1000));
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t deadline = start + static_cast<uint64_t>(i) * 10000;
+    if (tsc.surely_reached(deadline)) {
+      ASSERT_GE(tsc.now_ns(), deadline);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(tsc.surely_reached(start));
 }
 
 TEST(TscClock, MayHaveReachedNeverDeniesAReachedDeadline) {

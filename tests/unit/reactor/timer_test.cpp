@@ -149,6 +149,9 @@ class DearClock final : public Clock {
   bool may_have_reached(uint64_t deadline_ns) const noexcept override {
     return time_ns + slack_ns >= deadline_ns;
   }
+  bool surely_reached(uint64_t deadline_ns) const noexcept override {
+    return time_ns >= deadline_ns;  // a coarse read that happens to be exact here
+  }
   uint64_t time_ns = 1000 * kMs;
   uint64_t slack_ns = 8 * kMs;
   mutable uint64_t reads = 0;
@@ -182,6 +185,42 @@ TEST(Timer, AReactorReadsADearClockOnlyWhenATimerMayBeDue) {
   clock.reads = 0;
   for (int i = 0; i < 100; ++i) reactor.poll_once();
   EXPECT_EQ(clock.reads, 0u) << "the timer is gone";
+}
+
+struct CountingRuns {
+  int runs = 0;
+  static int poll(void* ctx, unsigned) {
+    ++static_cast<CountingRuns*>(ctx)->runs;
+    return 0;
+  }
+};
+
+// A timed poller's period is checked with Clock::surely_reached: the dear exact read happens
+// once per run (to set the next one), not on the iterations in between, nor on those of the
+// last ticks before each run as may_have_reached would have it.
+TEST(Timer, ATimedPollerReadsADearClockOncePerRun) {
+  DearClock clock;
+  ReactorOpts opts;
+  opts.clock = &clock;
+  auto made = Reactor::create(opts);
+  ASSERT_TRUE(made);
+  Reactor& reactor = **made;
+  CountingRuns counting;
+  Poller poller("timed", &CountingRuns::poll, &counting);
+  ASSERT_TRUE(reactor.add_poller(poller, -1, 10 * kMs));
+  clock.reads = 0;
+  reactor.poll_once();
+  EXPECT_EQ(counting.runs, 1);
+  EXPECT_EQ(clock.reads, 1u);
+  clock.time_ns += 9 * kMs;  // within may_have_reached's slack of the next run
+  for (int i = 0; i < 100; ++i) reactor.poll_once();
+  EXPECT_EQ(counting.runs, 1);
+  EXPECT_EQ(clock.reads, 1u) << "iterations between runs read no clock";
+  clock.time_ns += 1 * kMs;
+  for (int i = 0; i < 100; ++i) reactor.poll_once();
+  EXPECT_EQ(counting.runs, 2);
+  EXPECT_EQ(clock.reads, 2u);
+  reactor.remove_poller(poller);
 }
 
 }  // namespace
