@@ -1,6 +1,7 @@
 // Timers on a FakeClock: deadlines, periods, ordering, cancellation.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -157,13 +158,18 @@ class DearClock final : public Clock {
   mutable uint64_t reads = 0;
 };
 
-TEST(Timer, AReactorReadsADearClockOnlyWhenATimerMayBeDue) {
-  DearClock clock;
+std::unique_ptr<Reactor> reactor_on(const Clock& clock) {
   ReactorOpts opts;
   opts.clock = &clock;
   auto made = Reactor::create(opts);
+  return made ? std::move(*made) : nullptr;
+}
+
+TEST(Timer, AReactorReadsADearClockOnlyWhenATimerMayBeDue) {
+  DearClock clock;
+  std::unique_ptr<Reactor> made = reactor_on(clock);
   ASSERT_TRUE(made);
-  Reactor& reactor = **made;
+  Reactor& reactor = *made;
   clock.reads = 0;  // creation reads it once
   for (int i = 0; i < 100; ++i) reactor.poll_once();
   EXPECT_EQ(clock.reads, 0u) << "no timer: an iteration needs no time";
@@ -200,11 +206,9 @@ struct CountingRuns {
 // last ticks before each run as may_have_reached would have it.
 TEST(Timer, ATimedPollerReadsADearClockOncePerRun) {
   DearClock clock;
-  ReactorOpts opts;
-  opts.clock = &clock;
-  auto made = Reactor::create(opts);
+  std::unique_ptr<Reactor> made = reactor_on(clock);
   ASSERT_TRUE(made);
-  Reactor& reactor = **made;
+  Reactor& reactor = *made;
   CountingRuns counting;
   Poller poller("timed", &CountingRuns::poll, &counting);
   ASSERT_TRUE(reactor.add_poller(poller, -1, 10 * kMs));
