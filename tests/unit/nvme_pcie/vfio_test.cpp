@@ -268,7 +268,9 @@ TEST_F(VfioTest, ControllerResetUnderIoLosesNothing) {
 }
 
 // device_del through the VM harness: the kernel asks for the device back, the driver fails
-// outstanding I/O once, new I/O fails, and it lets go (QEMU reports DEVICE_DELETED).
+// outstanding I/O once, new I/O fails, and it lets go: the guest's kernel then removes the PCI
+// function (vfio-pci's removal waits for the user to close the device, repeating "Relaying
+// device request to user" while it does not).
 TEST_F(VfioTest, HotRemovalUnderIoFailsIoOnceAndReleasesTheDevice) {
   const char* qmp_dir = std::getenv("NVMF_VM_QMP_DIR");
   const char* remove_id = std::getenv("NVMF_TEST_REMOVE_ID");
@@ -322,7 +324,19 @@ TEST_F(VfioTest, HotRemovalUnderIoFailsIoOnceAndReleasesTheDevice) {
   EXPECT_EQ((*queue)->submit(command, record, &late).error().code, Errc::disconnected);
   std::printf("hot removal: %zu reads submitted, %zu failed with a status, 0 lost, 0 twice\n",
               submitted, failed);
-  // QEMU answers the request once the guest let the device go.
+  // The guest lets go of the function once the driver did: its sysfs node goes away.
+  const std::string sysfs = "/sys/bus/pci/devices/" + addresses_[1];
+  bool gone = false;
+  for (int i = 0; i < 600 && !gone; ++i) {
+    gone = access(sysfs.c_str(), F_OK) != 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(gone) << sysfs << " still there 60 s after the driver saw the removal: the guest "
+                    << "kernel is still waiting for the driver to let the device go";
+  // QEMU's DEVICE_DELETED comes after that, when the guest's pciehp has powered the slot off:
+  // shown, not asserted (in 2 CI runs of many it did not come within qmp.py's 60 s although the
+  // guest had removed the function in well under a second; that is between the guest's pciehp
+  // and QEMU, after the driver's part).
   const std::string ack = std::string(qmp_dir) + "/vfio_test.ack";
   std::string first_line, answer;
   for (int i = 0; i < 900 && first_line.empty(); ++i) {
@@ -331,7 +345,7 @@ TEST_F(VfioTest, HotRemovalUnderIoFailsIoOnceAndReleasesTheDevice) {
     if (first_line.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     answer.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   }
-  EXPECT_EQ(first_line, "ok") << "QEMU did not report the device deleted: " << answer;
+  std::printf("QEMU's answer to device_del: %s %s\n", first_line.c_str(), answer.c_str());
   queue->reset();
   buffer->reset();
   controller.reset();  // must not hang or touch the gone device
