@@ -57,11 +57,12 @@ source "$(dirname "$0")/lib/rxe.sh"
 source "$(dirname "$0")/lib/nvmf_tgt.sh"
 # shellcheck source=lib/nvme_host.sh
 source "$(dirname "$0")/lib/nvme_host.sh"
+# shellcheck source=lib/nvmet.sh
+source "$(dirname "$0")/lib/nvmet.sh"
 modprobe nvme-rdma
 
 readonly KNQN=nqn.2014-08.io.nvmf-vm:bench-null OURNQN=nqn.2026-11.io.nvmf-vm:bench-null
 readonly KPORT=4420 OURPORT=4421
-readonly NVMET=/sys/kernel/config/nvmet
 readonly BLOCKS=262144   # x 4 KiB = 1 GiB, both targets
 logs="${RESULTS:-/nvmf-vm}/logs"   # kept in the results folder on the host
 rm -rf "$logs"
@@ -191,36 +192,13 @@ our_host() {
 
 # --- the kernel target --------------------------------------------------------------------
 step "kernel target: nvmet-rdma through configfs, $KNQN (null_blk, 4 KiB, 1 GiB), port $ADDR:$KPORT"
-modprobe null_blk nr_devices=1 gb=1 bs=4096
-modprobe nvmet
-modprobe nvmet-rdma
-mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config
-[ -d "$NVMET" ] || fail "no $NVMET after modprobe nvmet"
-for _ in $(seq 1 50); do [ -b /dev/nullb0 ] && break; sleep 0.1; done
-[ -b /dev/nullb0 ] || fail "no /dev/nullb0 after modprobe null_blk"
-sub="$NVMET/subsystems/$KNQN"
-mkdir "$sub"
-echo 1 >"$sub/attr_allow_any_host"
-mkdir "$sub/namespaces/1"
-echo -n /dev/nullb0 >"$sub/namespaces/1/device_path"
-echo 1 >"$sub/namespaces/1/enable"
-port="$NVMET/ports/1"
-mkdir "$port"
-echo rdma >"$port/addr_trtype"
-echo ipv4 >"$port/addr_adrfam"
-echo "$ADDR" >"$port/addr_traddr"
-echo "$KPORT" >"$port/addr_trsvcid"
-ln -s "$sub" "$port/subsystems/$KNQN"
+nvmet_export "$KNQN" "$ADDR" "$KPORT"
 
 kernel_host kernel "$KPORT" "$KNQN"
 our_host kernel "$KPORT" "$KNQN"
 
 step "kernel target: tearing down"
-rm "$port/subsystems/$KNQN"
-rmdir "$port"
-echo 0 >"$sub/namespaces/1/enable"
-rmdir "$sub/namespaces/1"
-rmdir "$sub"
+nvmet_unexport "$KNQN"
 
 # --- our target: poll mode, interrupt mode, interrupt mode on two reactors ----------------
 cat >"$logs/nvmf_tgt.json" <<EOF

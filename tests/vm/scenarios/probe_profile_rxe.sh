@@ -1,0 +1,103 @@
+#!/bin/bash
+# VM probe (label bench, never in CI): where the guest's two vCPUs spend their time while the
+# kernel host (nvme-rdma + fio, 4 KiB QD32 x 2 jobs, SECONDS) runs against the kernel target
+# (nvmet-rdma, null_blk) and against nvmf_tgt (interrupt mode, 2 reactors, null bdev), in one
+# boot, each twice, interleaved. Per run: fio's IOPS, and the guest's CPU time by kind
+# (/proc/stat: user, system, irq, softirq, idle) in microseconds per I/O, both vCPUs together,
+# over SECONDS - 2 of the run, and nvmf_tgt's own share (/proc/PID/stat). Sampling profilers do
+# not help here: under TCG perf's cpu-clock samples land almost all in the idle loop (99% of
+# them in native_safe_halt even when the guest was busy half of the time).
+#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite)]]]
+#     TGT default NVMF_BUILD_DIR/tools/nvmf_tgt; RW: fio's --rw (randread, randwrite, randrw)
+# Runs inside the guest only (vm-run.sh probe_profile_rxe ...). Prints "PROBE ..." lines.
+set -euo pipefail
+
+step() { echo "== [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
+fail() { echo "probe_profile_rxe: FAIL: $*"; exit 1; }
+
+[ "${NVMF_VM_SCENARIO:-}" = probe_profile_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh probe_profile_rxe"
+tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
+seconds="${2:-8}"
+rw="${3:-randwrite}"
+[ -x "$tgt" ] || fail "not built: $tgt"
+((seconds >= 4)) || fail "SECONDS must be at least 4 (perf records SECONDS - 2)"
+for tool in nvme fio python3; do
+  command -v "$tool" >/dev/null || fail "$tool not installed on the host"
+done
+
+# shellcheck source=lib/rxe.sh
+source "$(dirname "$0")/lib/rxe.sh"
+# shellcheck source=lib/nvmf_tgt.sh
+source "$(dirname "$0")/lib/nvmf_tgt.sh"
+# shellcheck source=lib/nvme_host.sh
+source "$(dirname "$0")/lib/nvme_host.sh"
+# shellcheck source=lib/nvmet.sh
+source "$(dirname "$0")/lib/nvmet.sh"
+modprobe nvme-rdma
+
+readonly OURS_NQN=nqn.2026-11.io.nvmf-vm:profile-ours OURS_PORT=4421
+readonly KERNEL_NQN=nqn.2026-11.io.nvmf-vm:profile-kernel KERNEL_PORT=4420
+logs="${RESULTS:-/nvmf-vm}/logs"
+rm -rf "$logs"
+mkdir -p "$logs"
+cat >"$logs/nvmf_tgt.json" <<EOF2
+{
+  "transports": [ { "type": "rdma" } ],
+  "bdevs": [ { "type": "null", "name": "Null0", "block_size": 4096, "num_blocks": 262144 } ],
+  "subsystems": [
+    { "nqn": "$OURS_NQN", "serial_number": "NVMFVMPROFILE1", "allow_any_host": true,
+      "namespaces": [ { "nsid": 1, "bdev": "Null0" } ],
+      "listeners": [ { "adrfam": "ipv4", "traddr": "$ADDR", "trsvcid": "$OURS_PORT" } ] }
+  ]
+}
+EOF2
+
+# profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
+# /proc/PID/stat) read around SECONDS - 2 of it, disconnect, report.
+profile() {
+  local name="$1" trsvcid="$2" nqn="$3" pid="${4:-}" disk fio_pid
+  own() { if [ -n "$pid" ]; then cut -d' ' -f14,15 "/proc/$pid/stat"; else echo 0 0; fi; }
+  step "$name: kernel host, fio $rw QD32 x 2 for $seconds s"
+  timeout 60 nvme connect -t rdma -a "$ADDR" -s "$trsvcid" -n "$nqn" || fail "nvme connect failed"
+  disk="$(nvme_wait_disk "$nqn")"
+  [ -n "$disk" ] || fail "no block device after nvme connect"
+  fio --name=profile --filename="/dev/$disk" --ioengine=libaio --direct=1 --bs=4k --rw="$rw" \
+    --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime="$seconds" \
+    --output-format=json --output="$logs/$name.json" &
+  fio_pid=$!
+  sleep 1
+  { head -1 /proc/stat; own; } >"$logs/$name.stat"
+  sleep "$((seconds - 2))"
+  { head -1 /proc/stat; own; } >>"$logs/$name.stat"
+  wait "$fio_pid" || fail "$name: fio failed"
+  timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect failed"
+  python3 - "$name" "$logs" "$((seconds - 2))" <<'PY'
+import json, os, sys
+name, logs, window = sys.argv[1], sys.argv[2], int(sys.argv[3])
+jobs = json.load(open(f"{logs}/{name}.json"))["jobs"][0]
+iops = jobs["read"]["iops"] + jobs["write"]["iops"]
+lines = open(f"{logs}/{name}.stat").read().split("\n")
+before, own_before, after, own_after = (list(map(int, l.split()[l.startswith("cpu"):]))
+                                        for l in lines[:4])
+delta = [a - b for a, b in zip(after, before)]
+own = sum(own_after) - sum(own_before)
+hz = os.sysconf("SC_CLK_TCK")
+ios = iops * window
+kinds = {"user": delta[0] + delta[1], "system": delta[2], "idle": delta[3] + delta[4],
+         "irq": delta[5], "softirq": delta[6], "of which nvmf_tgt": own}
+per_io = ", ".join(f"{k} {v / hz / ios * 1e6:.0f}" for k, v in kinds.items())
+print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}")
+PY
+}
+
+step "kernel target: nvmet-rdma, $KERNEL_NQN on $ADDR:$KERNEL_PORT"
+nvmet_export "$KERNEL_NQN" "$ADDR" "$KERNEL_PORT"
+for round in 1 2; do
+  profile "kernel-$round" "$KERNEL_PORT" "$KERNEL_NQN"
+  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$round.log" --mode interrupt --reactors 2
+  sleep 1
+  profile "ours-intr2-$round" "$OURS_PORT" "$OURS_NQN" "$TGT_PID"
+  tgt_stop
+done
+nvmet_unexport "$KERNEL_NQN"
+echo "probe_profile_rxe: PASS"
