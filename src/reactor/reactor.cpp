@@ -228,11 +228,14 @@ int Reactor::run_pollers() noexcept {
       poller = next_poller_;
       continue;
     }
+    // Read before the call, which may remove the poller.
+    const bool announced = poller->interrupt_fd_ >= 0 && poller->arm_ != nullptr;
     int done = poller->fn_(poller->ctx_, opts_.poller_budget);
     poller->run_count_.fetch_add(1, std::memory_order_relaxed);
     if (done > 0) {
       poller->busy_count_.fetch_add(1, std::memory_order_relaxed);
       work += done;
+      if (!announced) unannounced_work_ += done;
     }
     poller = next_poller_;
   }
@@ -289,18 +292,23 @@ int Reactor::poll_once() noexcept {
   owner_.check();
   CurrentReactorScope scope(this);
   int work = process_messages(opts_.message_budget);
+  unannounced_work_ = work;
   work += run_pollers();
-  work += run_expired_timers();
+  const int fired = run_expired_timers();
+  unannounced_work_ += fired;
+  work += fired;
   iterations_.fetch_add(1, std::memory_order_relaxed);
   if (work > 0) busy_iterations_.fetch_add(1, std::memory_order_relaxed);
   return work;
 }
 
 void Reactor::arm_timerfd() noexcept {
+  const uint64_t deadline = timers_.empty() ? UINT64_MAX : timers_.front().deadline_ns_;
+  if (deadline == timerfd_deadline_ns_) return;  // armed for it, and it has not fired
+  timerfd_deadline_ns_ = deadline;
   itimerspec spec{};
-  if (!timers_.empty()) {
+  if (deadline != UINT64_MAX) {
     uint64_t now = clock_->now_ns();
-    uint64_t deadline = timers_.front().deadline_ns_;
     // A relative timeout: the reactor's clock may be the TSC, not CLOCK_MONOTONIC. 1 ns is
     // the smallest non-zero value (zero would disarm the timerfd).
     uint64_t delay = deadline > now ? deadline - now : 1;
@@ -341,6 +349,7 @@ bool Reactor::wait_for_events(uint64_t max_wait_ns) noexcept {
       drain_fd(event_fd_);
     } else if (events[i].data.u64 == kTagTimerFd) {
       drain_fd(timer_fd_);
+      timerfd_deadline_ns_ = UINT64_MAX;  // fired: disarmed until set again
     } else {
       // A poller's fd: the poller consumes the readiness itself when it runs; a timed poller
       // runs in the next iteration whatever its period says.
@@ -350,26 +359,32 @@ bool Reactor::wait_for_events(uint64_t max_wait_ns) noexcept {
   return true;
 }
 
+bool Reactor::ready_to_sleep(int work) noexcept {
+  if (opts_.mode == Mode::interrupt) return unannounced_work_ == 0;
+  // Adaptive: keep polling until idle for adaptive_idle_ns.
+  if (work > 0) {
+    idle_since_ns_ = 0;
+    return false;
+  }
+  const uint64_t now = clock_->now_ns();
+  if (idle_since_ns_ == 0) idle_since_ns_ = now;
+  return now - idle_since_ns_ >= opts_.adaptive_idle_ns;
+}
+
 void Reactor::run() noexcept {
   take_ownership();
   CurrentReactorScope scope(this);
   NVMF_INFOLOG(reactor, "%s: running in %s mode", opts_.name, mode_name(opts_.mode));
   idle_since_ns_ = clock_->now_ns();
   while (!stop_requested()) {
-    int work = poll_once();
-    if (work > 0 || opts_.mode == Mode::poll) {
-      if (work > 0) idle_since_ns_ = 0;
-      continue;
-    }
-    if (opts_.mode == Mode::adaptive) {
-      uint64_t now = clock_->now_ns();
-      if (idle_since_ns_ == 0) idle_since_ns_ = now;
-      if (now - idle_since_ns_ < opts_.adaptive_idle_ns) continue;
-    }
+    const int work = poll_once();
+    if (opts_.mode == Mode::poll || !ready_to_sleep(work)) continue;
     // Arm only now, about to sleep: arming is a system call per CQ on most providers, too
     // dear for every iteration of a busy reactor. What came in before the arm took effect
-    // raises no event, so poll once more before sleeping.
-    if (arm_pollers() > 0 && poll_once() > 0) {
+    // raises no event, and a poller that used its whole budget has more: poll once more, and
+    // sleep only if that found nothing.
+    const int armed = arm_pollers();
+    if ((armed > 0 || work > 0) && poll_once() > 0) {
       idle_since_ns_ = 0;
       continue;
     }

@@ -5,11 +5,14 @@
 //
 // Modes (ReactorOpts::mode):
 //   poll       spin forever; lowest latency, one core at 100% (benchmarks).
-//   interrupt  after an idle iteration, sleep in epoll_wait on the message eventfd, a timerfd
-//              armed for the next timer, and every fd a poller registered (CQ channels,
-//              io_uring eventfds). For laptops, VMs and CI. Pollers whose fd signals only
-//              once asked (an RDMA CQ: ibv_req_notify_cq) are asked just before the sleep,
-//              not on every iteration (Poller's ArmFn).
+//   interrupt  sleep in epoll_wait on the message eventfd, a timerfd armed for the next timer,
+//              and every fd a poller registered (CQ channels, io_uring eventfds), after any
+//              iteration in which no message or timer ran and only pollers whose armed fd
+//              announces all their work (ArmFn) did any: what is left is what they will
+//              announce (the kernel's nvmet drains a CQ, re-arms it and returns the same way).
+//              For laptops, VMs and CI. Pollers whose fd signals only once asked (an RDMA CQ:
+//              ibv_req_notify_cq) are asked just before the sleep, not on every iteration,
+//              and polled once more after it: a sleep takes that one empty poll.
 //   adaptive   poll while there is work; sleep as in interrupt mode once idle for
 //              adaptive_idle_ns.
 #pragma once
@@ -37,7 +40,11 @@ using PollFn = int (*)(void* ctx, unsigned budget);
 // Interrupt and adaptive modes: called just before the reactor sleeps, never while it keeps
 // polling, to make the poller's fd signal its next work (arm an RDMA CQ's channel). The
 // reactor polls once more after arming, so work that came in between is not slept on. It must
-// not add or remove pollers.
+// not add or remove pollers. A poller registered with an fd and an ArmFn promises that, once
+// armed, the fd announces all of its work: interrupt mode then sleeps after an iteration in
+// which only such pollers did work. Others (no fd, or an fd that announces part of the work,
+// like nvmf_hostd's NBD socket beside its RDMA completions) keep the reactor polling while
+// they report work.
 using ArmFn = void (*)(void* ctx);
 using MessageFn = void (*)(void* ctx);
 using TimerFn = void (*)(void* ctx);
@@ -173,6 +180,10 @@ class Reactor {
   // One iteration: messages (up to message_budget), every poller once, expired timers.
   // Returns the work done; 0 = idle.
   int poll_once() noexcept;
+  // Of the last poll_once()'s work, what no poller fd announces: messages, timers and the
+  // work of pollers without both an interrupt fd and an ArmFn. Interrupt mode sleeps when it
+  // is 0.
+  int unannounced_work() const noexcept { return unannounced_work_; }
   // Loops poll_once() until request_stop(), sleeping when idle as the mode says. Takes
   // ownership of the reactor for the calling thread. Messages still queued at stop run
   // before it returns, so no sender's context is leaked.
@@ -193,7 +204,10 @@ class Reactor {
   };
   explicit Reactor(const ReactorOpts& opts);
   int process_messages(unsigned budget) noexcept;
+  // Adds the work of pollers whose fd does not announce it to unannounced_work_.
   int run_pollers() noexcept;
+  // Interrupt and adaptive modes, after an iteration that did `work`: whether to sleep now.
+  bool ready_to_sleep(int work) noexcept;
   // Timed pollers: whether this one should run now; if so, sets its next run.
   bool timed_poller_due(Poller& poller) noexcept;
   // Calls every poller's ArmFn; returns how many pollers have one.
@@ -215,6 +229,10 @@ class Reactor {
   int event_fd_ = -1;  // written by send()/request_stop() when the reactor sleeps
   int timer_fd_ = -1;
   uint64_t idle_since_ns_ = 0;
+  int unannounced_work_ = 0;
+  // The deadline the timerfd is armed for (UINT64_MAX: disarmed), so that a reactor sleeping
+  // often does not make the same timerfd_settime call before every sleep.
+  uint64_t timerfd_deadline_ns_ = UINT64_MAX;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_requested_{false};
 

@@ -220,7 +220,15 @@ else
   rm -rf "$results/qmp"
 fi
 results="$(cd "$results" && pwd -P)"
+# What ran and beside what: a figure from a probe is worth only as much as this (the tree's
+# commit, how many files differed from it, and the host's load when the guest started).
+host_commit="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+host_dirty="$(git -C "$repo" status --porcelain 2>/dev/null | wc -l)"
+host_load="$(cut -d' ' -f1-3 /proc/loadavg)"
 {
+  printf 'NVMF_VM_HOST_COMMIT=%q\n' "$host_commit"
+  printf 'NVMF_VM_HOST_DIRTY=%q\n' "$host_dirty"
+  printf 'NVMF_VM_HOST_LOAD=%q\n' "$host_load"
   printf 'NVMF_REPO=%q\n' "$repo"
   printf 'NVMF_BUILD_DIR=%q\n' "$build_dir"
   printf 'NVMF_VM_SCENARIO=%q\n' "$scenario"
@@ -314,6 +322,7 @@ qemu=(qemu-system-x86_64 "${machine[@]}"
   "${devices[@]}" "${extra_qemu[@]}")
 
 say "scenario $scenario, kernel $kver, timeout ${timeout_s}s, results in $results"
+say "host tree at $host_commit with $host_dirty uncommitted file(s), load $host_load"
 [ "$nvme_count" -eq 0 ] || say "q35 + intel-iommu, $nvme_count NVMe controller(s) at ${pci_list% } (${nvme_size_mb} MiB each)"
 [ "$qmp" -eq 0 ] || say "QMP socket $qmp_socket, guest requests in $results/qmp"
 start=$(date +%s)
@@ -385,6 +394,7 @@ if [ -f "$results/exit_code" ]; then
   fi
   [ ! -f "$results/timing" ] || say "guest: $(cat "$results/timing")"
   say "scenario $scenario exited $rc after ${elapsed}s (boot + run); logs in $results"
+  say "host load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   exit "$rc"
 fi
 if [ "$qemu_rc" -eq 124 ] || [ "$qemu_rc" -eq 137 ]; then

@@ -1,4 +1,7 @@
 // Pollers and messages on reactors polled deterministically from the test thread.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -91,6 +94,56 @@ TEST(Reactor, ATimedPollerRunsOncePerPeriodOfTheReactorsClock) {
   EXPECT_EQ(counting.calls, 3) << "missed periods do not make a burst";
   reactor.remove_poller(timed);
   reactor.remove_poller(untimed);
+}
+
+// Interrupt mode sleeps after an iteration whose work only armed fds will announce. That is
+// the work of pollers registered with both an fd and an ArmFn; messages, timers and the work
+// of any other poller (no fd, or an fd without an ArmFn, like nvmf_hostd's NBD socket whose
+// RDMA completions have no fd) keep the reactor polling.
+TEST(Reactor, UnannouncedWorkIsWhatNoArmedFdWillAnnounce) {
+  ReactorHarness harness(1);
+  Reactor& reactor = harness.reactor(0);
+  const int fds[2] = {eventfd(0, EFD_NONBLOCK), eventfd(0, EFD_NONBLOCK)};
+  ASSERT_GE(fds[0], 0);
+  ASSERT_GE(fds[1], 0);
+  auto no_arm = [](void*) {};
+  CountingPoller armed_state, fd_only_state, plain_state;
+  Poller armed("armed fd", &CountingPoller::poll, &armed_state, no_arm);
+  Poller fd_only("fd, no ArmFn", &CountingPoller::poll, &fd_only_state);
+  Poller plain("no fd", &CountingPoller::poll, &plain_state, no_arm);
+  ASSERT_TRUE(reactor.add_poller(armed, fds[0]));
+  ASSERT_TRUE(reactor.add_poller(fd_only, fds[1]));
+  ASSERT_TRUE(reactor.add_poller(plain));
+
+  armed_state.work_per_call = 5;
+  EXPECT_EQ(reactor.poll_once(), 5);
+  EXPECT_EQ(reactor.unannounced_work(), 0);
+  fd_only_state.work_per_call = 2;
+  EXPECT_EQ(reactor.poll_once(), 7);
+  EXPECT_EQ(reactor.unannounced_work(), 2);
+  fd_only_state.work_per_call = 0;
+  plain_state.work_per_call = 3;
+  EXPECT_EQ(reactor.poll_once(), 8);
+  EXPECT_EQ(reactor.unannounced_work(), 3);
+  plain_state.work_per_call = 0;
+
+  int ran = 0;
+  ASSERT_TRUE(reactor.send([](void* ctx) { ++*static_cast<int*>(ctx); }, &ran));
+  EXPECT_EQ(reactor.poll_once(), 6);
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(reactor.unannounced_work(), 1) << "a message";
+  Timer timer("t", [](void*) {}, nullptr);
+  reactor.start_timer(timer, 1000);
+  harness.clock().advance_ns(1000);
+  EXPECT_EQ(reactor.poll_once(), 6);
+  EXPECT_EQ(reactor.unannounced_work(), 1) << "a timer";
+  EXPECT_EQ(reactor.poll_once(), 5);
+  EXPECT_EQ(reactor.unannounced_work(), 0);
+
+  reactor.remove_poller(armed);
+  reactor.remove_poller(fd_only);
+  reactor.remove_poller(plain);
+  for (int fd : fds) close(fd);
 }
 
 TEST(Reactor, AddingAPollerTwiceFails) {

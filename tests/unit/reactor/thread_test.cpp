@@ -139,6 +139,42 @@ TEST(ReactorThreads, InterruptModeWakesOnAPollerFd) {
   close(state.fd);
 }
 
+// The kernel's way (nvmet drains a CQ, re-arms it, returns): after an iteration whose only work
+// came from a poller whose armed fd announces all of it, arm, poll once more, sleep; not an
+// idle iteration first (under a trickle of completions two empty polls in a row are rarer
+// than one).
+TEST(ReactorThreads, InterruptModeSleepsRightAfterWorkItsArmedFdAnnounced) {
+  auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
+  ASSERT_TRUE(group);
+  Reactor& reactor = (*group)->reactor(0);
+  FdPoller state{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+  ASSERT_GE(state.fd, 0);
+  Poller poller("armed fd", &FdPoller::poll, &state, [](void*) {});
+  // Asleep before the message, so that it wakes the reactor and the reactor sleeps again.
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller, state.fd)); });
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 2; }));
+  const ReactorStats before = reactor.stats();
+  const uint64_t arms_before = poller.arm_count();
+  constexpr uint64_t kRounds = 20;
+  for (uint64_t round = 1; round <= kRounds; ++round) {
+    const uint64_t sleeps = reactor.stats().sleeps;
+    uint64_t one = 1;
+    ASSERT_EQ(write(state.fd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+    ASSERT_TRUE(eventually([&] { return state.consumed.load() == round; }));
+    ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps > sleeps; }));
+  }
+  const ReactorStats after = reactor.stats();
+  // Per wake-up: the iteration that consumed the event, and the one after arming. Sleeping
+  // only after an idle iteration would take three.
+  EXPECT_LE(after.iterations - before.iterations, 2 * kRounds);
+  EXPECT_EQ(after.busy_iterations - before.busy_iterations, kRounds);
+  EXPECT_EQ(poller.arm_count() - arms_before, after.sleeps - before.sleeps)
+      << "armed once before each sleep";
+  run_on(reactor, [&] { reactor.remove_poller(poller); });
+  close(state.fd);
+}
+
 TEST(ReactorThreads, InterruptModeRunsATimedPollerWhenItsFdIsReadableWhateverItsPeriod) {
   auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
   ASSERT_TRUE(group);

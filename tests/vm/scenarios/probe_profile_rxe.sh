@@ -7,7 +7,10 @@
 # over SECONDS - 2 of the run, and nvmf_tgt's own share (/proc/PID/stat). Sampling profilers do
 # not help here: under TCG perf's cpu-clock samples land almost all in the idle loop (99% of
 # them in native_safe_halt even when the guest was busy half of the time).
-#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite)]]]
+# With TGT_BEFORE, nvmf_tgt before a change runs too, in the same rounds ("before-intr2").
+# For nvmf_tgt also its reactors' iterations, busy iterations and sleeps per I/O (the stats
+# RPC, through nvmfctl), over the same window.
+#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2)]]]]]
 #     TGT default NVMF_BUILD_DIR/tools/nvmf_tgt; RW: fio's --rw (randread, randwrite, randrw)
 # Runs inside the guest only (vm-run.sh probe_profile_rxe ...). Prints "PROBE ..." lines.
 set -euo pipefail
@@ -19,7 +22,12 @@ fail() { echo "probe_profile_rxe: FAIL: $*"; exit 1; }
 tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 seconds="${2:-8}"
 rw="${3:-randwrite}"
+tgt_before="${4:-}"
+rounds="${5:-2}"
+ctl="${NVMF_BUILD_DIR:?}/tools/nvmfctl"
 [ -x "$tgt" ] || fail "not built: $tgt"
+[ -z "$tgt_before" ] || [ -x "$tgt_before" ] || fail "not built: $tgt_before"
+[ -x "$ctl" ] || fail "not built: $ctl"
 ((seconds >= 4)) || fail "SECONDS must be at least 4 (perf records SECONDS - 2)"
 for tool in nvme fio python3; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host"
@@ -52,11 +60,20 @@ cat >"$logs/nvmf_tgt.json" <<EOF2
 }
 EOF2
 
+readonly RPC_SOCKET=/run/nvmf_tgt-profile.sock
+
 # profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
-# /proc/PID/stat) read around SECONDS - 2 of it, disconnect, report.
+# /proc/PID/stat and reactor statistics) read around SECONDS - 2 of it, disconnect, report.
 profile() {
   local name="$1" trsvcid="$2" nqn="$3" pid="${4:-}" disk fio_pid
   own() { if [ -n "$pid" ]; then cut -d' ' -f14,15 "/proc/$pid/stat"; else echo 0 0; fi; }
+  reactors() {  # iterations, busy iterations, sleeps of all reactors together
+    if [ -z "$pid" ]; then echo 0 0 0; return; fi
+    "$ctl" tgt --socket "$RPC_SOCKET" -o json stats | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["reactors"]
+print(*(sum(x[k] for x in r) for k in ("iterations", "busy_iterations", "sleeps")))'
+  }
   step "$name: kernel host, fio $rw QD32 x 2 for $seconds s"
   timeout 60 nvme connect -t rdma -a "$ADDR" -s "$trsvcid" -n "$nqn" || fail "nvme connect failed"
   disk="$(nvme_wait_disk "$nqn")"
@@ -66,9 +83,9 @@ profile() {
     --output-format=json --output="$logs/$name.json" &
   fio_pid=$!
   sleep 1
-  { head -1 /proc/stat; own; } >"$logs/$name.stat"
+  { head -1 /proc/stat; own; reactors; } >"$logs/$name.stat"
   sleep "$((seconds - 2))"
-  { head -1 /proc/stat; own; } >>"$logs/$name.stat"
+  { head -1 /proc/stat; own; reactors; } >>"$logs/$name.stat"
   wait "$fio_pid" || fail "$name: fio failed"
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect failed"
   python3 - "$name" "$logs" "$((seconds - 2))" <<'PY'
@@ -77,8 +94,8 @@ name, logs, window = sys.argv[1], sys.argv[2], int(sys.argv[3])
 jobs = json.load(open(f"{logs}/{name}.json"))["jobs"][0]
 iops = jobs["read"]["iops"] + jobs["write"]["iops"]
 lines = open(f"{logs}/{name}.stat").read().split("\n")
-before, own_before, after, own_after = (list(map(int, l.split()[l.startswith("cpu"):]))
-                                        for l in lines[:4])
+before, own_before, loops_before, after, own_after, loops_after = (
+    list(map(int, l.split()[l.startswith("cpu"):])) for l in lines[:6])
 delta = [a - b for a, b in zip(after, before)]
 own = sum(own_after) - sum(own_before)
 hz = os.sysconf("SC_CLK_TCK")
@@ -86,18 +103,29 @@ ios = iops * window
 kinds = {"user": delta[0] + delta[1], "system": delta[2], "idle": delta[3] + delta[4],
          "irq": delta[5], "softirq": delta[6], "of which nvmf_tgt": own}
 per_io = ", ".join(f"{k} {v / hz / ios * 1e6:.0f}" for k, v in kinds.items())
-print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}")
+loops = [a - b for a, b in zip(loops_after, loops_before)]
+reactor = ""
+if loops[0]:
+    reactor = (f"; reactors per I/O: iterations {loops[0] / ios:.2f}, busy {loops[1] / ios:.2f},"
+               f" sleeps {loops[2] / ios:.2f}")
+print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}{reactor}")
 PY
 }
 
 step "kernel target: nvmet-rdma, $KERNEL_NQN on $ADDR:$KERNEL_PORT"
 nvmet_export "$KERNEL_NQN" "$ADDR" "$KERNEL_PORT"
-for round in 1 2; do
-  profile "kernel-$round" "$KERNEL_PORT" "$KERNEL_NQN"
-  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$round.log" --mode interrupt --reactors 2
+# ours NAME BINARY ROUND: nvmf_tgt in interrupt mode on 2 reactors, profiled.
+ours() {
+  tgt_start "$2" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt --reactors 2 \
+    --rpc-socket "$RPC_SOCKET"
   sleep 1
-  profile "ours-intr2-$round" "$OURS_PORT" "$OURS_NQN" "$TGT_PID"
+  profile "$1-intr2-$3" "$OURS_PORT" "$OURS_NQN" "$TGT_PID"
   tgt_stop
+}
+for round in $(seq 1 "$rounds"); do
+  profile "kernel-$round" "$KERNEL_PORT" "$KERNEL_NQN"
+  ours ours "$tgt" "$round"
+  [ -z "$tgt_before" ] || ours before "$tgt_before" "$round"
 done
 nvmet_unexport "$KERNEL_NQN"
 echo "probe_profile_rxe: PASS"
