@@ -198,7 +198,7 @@ void parse_target_section(const Node& node, TargetOpts& opts) {
 void parse_transport(const Node& node, TargetConfig& config) {
   node.allow_only({"type", "max_queue_depth", "max_admin_queue_depth", "max_qpairs_per_ctrlr",
                    "in_capsule_data_size", "max_io_size", "max_sgl_descriptors",
-                   "send_with_invalidate", "acceptor_poll_rate"});
+                   "send_with_invalidate", "acceptor_poll_rate", "no_srq", "max_srq_depth"});
   const std::string type = node.require_string("type");
   if (type != "rdma")
     fail(node.child("type"), in_quotes(type) + " is not a supported transport (rdma)");
@@ -231,6 +231,9 @@ void parse_transport(const Node& node, TargetConfig& config) {
   }
   config.transport.acceptor_poll_rate_us = static_cast<uint32_t>(node.get_uint(
       "acceptor_poll_rate", 0, 1000000, config.transport.acceptor_poll_rate_us));
+  config.transport.no_srq = node.get_bool("no_srq", config.transport.no_srq);
+  config.transport.max_srq_depth = static_cast<uint32_t>(
+      node.get_uint("max_srq_depth", 2, 65536, config.transport.max_srq_depth));
 }
 
 template <size_t N>
@@ -823,7 +826,9 @@ std::string target_config_to_json(const TargetConfig& config) {
        {"max_io_size", opts.max_io_size},
        {"max_sgl_descriptors", opts.max_sgl_descriptors},
        {"send_with_invalidate", send_with_invalidate_name(config.transport.send_with_invalidate)},
-       {"acceptor_poll_rate", config.transport.acceptor_poll_rate_us}});
+       {"acceptor_poll_rate", config.transport.acceptor_poll_rate_us},
+       {"no_srq", config.transport.no_srq},
+       {"max_srq_depth", config.transport.max_srq_depth}});
   root["bdevs"] = json::array();
   for (const BdevConfig& bdev : config.bdevs) root["bdevs"].push_back(bdev_json(bdev));
   root["subsystems"] = json::array();

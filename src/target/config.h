@@ -67,6 +67,10 @@ struct TransportConfig {
   // Microseconds between the acceptor's reads of the RDMA CM channel and device async events
   // (SPDK's acceptor_poll_rate, its default); 0 = every reactor iteration.
   uint32_t acceptor_poll_rate_us = 10000;
+  // SPDK's no_srq and max_srq_depth: one shared receive queue per poll group and device (when
+  // the device has them) of this many receives, or receives per connection.
+  bool no_srq = false;
+  uint32_t max_srq_depth = 4096;
 };
 
 enum class BdevKind : uint8_t { null, malloc, uring, nvme, delay, error };

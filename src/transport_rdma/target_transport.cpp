@@ -117,6 +117,19 @@ Result<std::unique_ptr<RdmaTargetTransport>> RdmaTargetTransport::create(
   if (!added) return Unexpected(added.error());
   added = reactors[0]->add_poller(transport->housekeeping_poller_);
   if (!added) return Unexpected(added.error());
+  // SPDK's "RDMA Transport Init" line: what an operator tuned, as the transport took it.
+  char receives[96];
+  if (opts.use_srq) {
+    snprintf(receives, sizeof(receives),
+             "a shared receive queue of %" PRIu32 " per reactor and device", opts.srq_depth);
+  } else {
+    snprintf(receives, sizeof(receives), "per connection (no_srq)");
+  }
+  NVMF_NOTICELOG(rdma,
+                 "transport: %zu reactor(s), in_capsule_data_size %" PRIu32
+                 ", max_io_size %" PRIu32 ", io_unit_size %" PRIu32 ", receives %s",
+                 reactors.size(), opts.in_capsule_data_size, opts.max_io_size,
+                 opts.io_unit_size, receives);
   return transport;
 }
 

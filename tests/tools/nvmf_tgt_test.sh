@@ -52,6 +52,25 @@ out=$("$tgt" -c "$examples/malloc.json" --cpumask 0xZZ 2>&1); rc=$?
 [ "$rc" -eq 1 ] && [[ "$out" == *"--cpumask"* ]]
 check "bad --cpumask" $? "$out"
 
+# The RDMA transport's receive set-up (no_srq, max_srq_depth) takes effect: the transport's
+# start-up line says what it took.
+receives() {  # receives NAME TRANSPORT-JSON EXPECTED-TEXT
+  printf '{"transports": [%s]}' "$2" >"$work/receives.json"
+  "$tgt" -c "$work/receives.json" --sim --rpc-socket '' >"$work/log" 2>&1 &
+  pid=$!
+  ready=0
+  wait_ready "$pid" "$work/log" || ready=1
+  check "$1: starts" $ready "$(cat "$work/log")"
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  grep -q "receives $3" "$work/log"
+  check "$1: receives $3" $? "$(grep transport: "$work/log")"
+}
+receives "default receives" '{"type": "rdma"}' "a shared receive queue of 4096 per reactor and device"
+receives "max_srq_depth 512" '{"type": "rdma", "max_srq_depth": 512}' "a shared receive queue of 512 per reactor and device"
+receives "no_srq" '{"type": "rdma", "no_srq": true}' "per connection (no_srq)"
+bad "max_srq_depth below 2" '{"transports": [{"type": "rdma", "max_srq_depth": 1}]}' "transports[0].max_srq_depth: 1 is outside [2, 65536]"
+
 # NVMe SSDs (examples/target/pcie/nvme.json): with --sim the controller model stands in for
 # each PCI address, so the nvme bdevs build and the target serves them; without --sim, on a
 # machine where VFIO is not usable, one line says so and the exit status is 1.

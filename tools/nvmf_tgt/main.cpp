@@ -107,6 +107,8 @@ transport_rdma::RdmaTargetOpts make_transport_opts(const target::TargetConfig& c
           ? transport_rdma::SendWithInvalidate::off
           : transport_rdma::SendWithInvalidate::automatic;
   transport_opts.acceptor_poll_period_us = config.transport.acceptor_poll_rate_us;
+  transport_opts.use_srq = !config.transport.no_srq;
+  transport_opts.srq_depth = config.transport.max_srq_depth;
   return transport_opts;
 }
 

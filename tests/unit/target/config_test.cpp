@@ -16,7 +16,7 @@ constexpr const char* kGoodConfig = R"({
   "target": { "max_namespaces_default": 16, "keep_alive_granularity_ms": 500 },
   "transports": [ { "type": "rdma", "max_queue_depth": 256, "in_capsule_data_size": 8192,
                     "max_io_size": 262144, "send_with_invalidate": "off",
-                    "acceptor_poll_rate": 2500 } ],
+                    "acceptor_poll_rate": 2500, "no_srq": true, "max_srq_depth": 512 } ],
   "bdevs": [
     { "type": "malloc", "name": "Malloc0", "block_size": 4096, "num_blocks": 1024,
       "uuid": "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9" },
@@ -62,9 +62,12 @@ TEST(ConfigTest, GoodConfigParses) {
   EXPECT_TRUE(config.transport_configured);
   EXPECT_EQ(config.transport.send_with_invalidate, SendWithInvalidate::off);
   EXPECT_EQ(config.transport.acceptor_poll_rate_us, 2500u);
-  EXPECT_EQ(nlohmann::json::parse(target_config_to_json(config))["transports"][0]
-                                 ["acceptor_poll_rate"],
-            2500);
+  EXPECT_TRUE(config.transport.no_srq);
+  EXPECT_EQ(config.transport.max_srq_depth, 512u);
+  const auto saved = nlohmann::json::parse(target_config_to_json(config))["transports"][0];
+  EXPECT_EQ(saved["acceptor_poll_rate"], 2500);
+  EXPECT_EQ(saved["no_srq"], true);
+  EXPECT_EQ(saved["max_srq_depth"], 512);
   ASSERT_EQ(config.bdevs.size(), 3u);
   EXPECT_EQ(config.bdevs[0].kind, BdevKind::malloc);
   EXPECT_EQ(config.bdevs[0].malloc_opts.block_size_bytes, 4096u);
@@ -98,6 +101,8 @@ TEST(ConfigTest, EmptyConfigGivesDefaults) {
   EXPECT_FALSE(parsed->transport_configured);
   EXPECT_EQ(parsed->transport.send_with_invalidate, SendWithInvalidate::automatic);
   EXPECT_EQ(parsed->transport.acceptor_poll_rate_us, 10000u);  // SPDK's 10 ms
+  EXPECT_FALSE(parsed->transport.no_srq);
+  EXPECT_EQ(parsed->transport.max_srq_depth, 4096u);  // SPDK's
   EXPECT_TRUE(parsed->subsystems.empty());
 }
 
@@ -163,6 +168,8 @@ TEST(ConfigTest, ValuesOutOfRange) {
             "transports[0].max_queue_depth: 1 is outside [2, 65535]");
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "acceptor_poll_rate": 1000001}]})"),
             "transports[0].acceptor_poll_rate: 1000001 is outside [0, 1000000]");
+  EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_srq_depth": 1}]})"),
+            "transports[0].max_srq_depth: 1 is outside [2, 65536]");
   EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "malloc", "name": "M", "block_size": 1000}]})"),
             "bdevs[0].block_size: 1000 is not a power of two in [512, 65536]");
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "in_capsule_data_size": 100}]})"),

@@ -9,8 +9,10 @@
 # them in native_safe_halt even when the guest was busy half of the time).
 # With TGT_BEFORE, nvmf_tgt before a change runs too, in the same rounds ("before-intr2").
 # For nvmf_tgt also its reactors' iterations, busy iterations and sleeps per I/O (the stats
-# RPC, through nvmfctl), over the same window.
-#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2)]]]]]
+# RPC, through nvmfctl), and for every run the soft-RoCE devices' counters that moved, per I/O
+# (hw_counters: packets, SENDs, RNR NAKs, retries, duplicates), over the same window.
+#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS]]]]]]
+#     KEYS: more transport keys for TGT's configuration only, e.g. '"max_srq_depth": 256'
 #     TGT default NVMF_BUILD_DIR/tools/nvmf_tgt; RW: fio's --rw (randread, randwrite, randrw)
 # Runs inside the guest only (vm-run.sh probe_profile_rxe ...). Prints "PROBE ..." lines.
 set -euo pipefail
@@ -24,6 +26,7 @@ seconds="${2:-8}"
 rw="${3:-randwrite}"
 tgt_before="${4:-}"
 rounds="${5:-2}"
+keys="${6:-}"
 ctl="${NVMF_BUILD_DIR:?}/tools/nvmfctl"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -z "$tgt_before" ] || [ -x "$tgt_before" ] || fail "not built: $tgt_before"
@@ -48,9 +51,11 @@ readonly KERNEL_NQN=nqn.2026-11.io.nvmf-vm:profile-kernel KERNEL_PORT=4420
 logs="${RESULTS:-/nvmf-vm}/logs"
 rm -rf "$logs"
 mkdir -p "$logs"
-cat >"$logs/nvmf_tgt.json" <<EOF2
+# write_config FILE [KEYS]
+write_config() {
+  cat >"$1" <<EOF2
 {
-  "transports": [ { "type": "rdma" } ],
+  "transports": [ { "type": "rdma"${2:+, $2} } ],
   "bdevs": [ { "type": "null", "name": "Null0", "block_size": 4096, "num_blocks": 262144 } ],
   "subsystems": [
     { "nqn": "$OURS_NQN", "serial_number": "NVMFVMPROFILE1", "allow_any_host": true,
@@ -59,8 +64,21 @@ cat >"$logs/nvmf_tgt.json" <<EOF2
   ]
 }
 EOF2
+}
+write_config "$logs/nvmf_tgt.json" "$keys"
+write_config "$logs/nvmf_tgt-before.json"
 
 readonly RPC_SOCKET=/run/nvmf_tgt-profile.sock
+
+# The soft-RoCE devices' counters (sent and received packets, SENDs and RECVs, RNR NAKs,
+# retries, duplicates, sequence errors): "DEVICE/COUNTER VALUE" lines.
+hw_counters() {
+  local file
+  for file in /sys/class/infiniband/*/ports/*/hw_counters/*; do
+    [ -f "$file" ] || continue
+    echo "$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$file")")")")")/$(basename "$file") $(cat "$file")"
+  done
+}
 
 # profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
 # /proc/PID/stat and reactor statistics) read around SECONDS - 2 of it, disconnect, report.
@@ -84,8 +102,10 @@ print(*(sum(x[k] for x in r) for k in ("iterations", "busy_iterations", "sleeps"
   fio_pid=$!
   sleep 1
   { head -1 /proc/stat; own; reactors; } >"$logs/$name.stat"
+  hw_counters >"$logs/$name.hw0"
   sleep "$((seconds - 2))"
   { head -1 /proc/stat; own; reactors; } >>"$logs/$name.stat"
+  hw_counters >"$logs/$name.hw1"
   wait "$fio_pid" || fail "$name: fio failed"
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect failed"
   python3 - "$name" "$logs" "$((seconds - 2))" <<'PY'
@@ -109,14 +129,20 @@ if loops[0]:
     reactor = (f"; reactors per I/O: iterations {loops[0] / ios:.2f}, busy {loops[1] / ios:.2f},"
                f" sleeps {loops[2] / ios:.2f}")
 print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}{reactor}")
+def counters(path):
+    return {k: int(v) for k, v in (l.split() for l in open(path) if l.strip())}
+hw0, hw1 = counters(f"{logs}/{name}.hw0"), counters(f"{logs}/{name}.hw1")
+moved = {k: hw1[k] - hw0.get(k, 0) for k in sorted(hw1) if hw1[k] != hw0.get(k, 0)}
+print(f"PROBE {name}: soft-RoCE counters per I/O: "
+      + (", ".join(f"{k} {v / ios:.2f}" for k, v in moved.items()) or "none moved"))
 PY
 }
 
 step "kernel target: nvmet-rdma, $KERNEL_NQN on $ADDR:$KERNEL_PORT"
 nvmet_export "$KERNEL_NQN" "$ADDR" "$KERNEL_PORT"
-# ours NAME BINARY ROUND: nvmf_tgt in interrupt mode on 2 reactors, profiled.
+# ours NAME BINARY ROUND CONFIG: nvmf_tgt in interrupt mode on 2 reactors, profiled.
 ours() {
-  tgt_start "$2" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt --reactors 2 \
+  tgt_start "$2" "$4" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt --reactors 2 \
     --rpc-socket "$RPC_SOCKET"
   sleep 1
   profile "$1-intr2-$3" "$OURS_PORT" "$OURS_NQN" "$TGT_PID"
@@ -124,8 +150,8 @@ ours() {
 }
 for round in $(seq 1 "$rounds"); do
   profile "kernel-$round" "$KERNEL_PORT" "$KERNEL_NQN"
-  ours ours "$tgt" "$round"
-  [ -z "$tgt_before" ] || ours before "$tgt_before" "$round"
+  ours ours "$tgt" "$round" "$logs/nvmf_tgt.json"
+  [ -z "$tgt_before" ] || ours before "$tgt_before" "$round" "$logs/nvmf_tgt-before.json"
 done
 nvmet_unexport "$KERNEL_NQN"
 echo "probe_profile_rxe: PASS"
