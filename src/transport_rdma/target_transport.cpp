@@ -1217,6 +1217,15 @@ inline bool RdmaPollGroup::post_response(RdmaRequest& req) noexcept {
                          !req.failed;
   const uint32_t needed = (send_data ? req.sgl.keyed_count : 0) + 1;
   if (qpair.send_queue_used + needed > qpair.send_queue_size) return false;
+  // The capsule is done with (its in-capsule data went to the bdev, which has answered): its
+  // receive goes back before the response, as SPDK and nvmet do. A host may send its next
+  // command the moment it sees this response; held until the SEND completed, the receive
+  // could be missing then (an RNR NAK and a wait on a queue whose receives are as many as its
+  // depth), and SRQ buffers would stay out of the queue for longer.
+  if (req.recv != nullptr) {
+    repost_recv(*req.recv);
+    req.recv = nullptr;
+  }
   if (send_data) post_data_wrs(req, verbs::WrOpcode::rdma_write, false);
   std::memcpy(req.response, &req.core.rsp, kCqeBytes);
   response_sge_ =
@@ -1286,16 +1295,17 @@ void RdmaPollGroup::mark_dirty(RdmaQpair& qpair) noexcept {
 }
 
 void RdmaPollGroup::flush_dirty() noexcept {
-  // One doorbell per QP per poll (STYLE 4).
-  while (RdmaQpair* qpair = dirty_.pop_front()) {
-    qpair->dirty = false;
-    (void)qpair->qp->flush();
-  }
+  // One doorbell per queue per poll (STYLE 4). Receives first, as each QP's flush() does:
+  // they must be there before the responses that let hosts send their next commands.
   for (auto& device : devices_) {
     if (device->srq_dirty) {
       device->srq_dirty = false;
       (void)device->srq->flush();
     }
+  }
+  while (RdmaQpair* qpair = dirty_.pop_front()) {
+    qpair->dirty = false;
+    (void)qpair->qp->flush();
   }
 }
 

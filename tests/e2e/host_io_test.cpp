@@ -435,5 +435,62 @@ TEST_F(HostIoTest, StatsCountWhatHappened) {
   EXPECT_EQ(after.busy, before.busy);
 }
 
+// Receives per connection (no SRQ): as many as the queue is deep. The target hands a command's
+// receive back before its response goes (as SPDK and nvmet do), so a host that keeps its queue
+// full, sending its next command as soon as a response frees a slot, always finds a receive
+// posted. Held until the response SEND completed, it would not: an RNR NAK and a wait.
+class HostIoPerConnectionReceivesTest : public HostIoTest {
+ protected:
+  // Completions held back at random (in order), so a response SEND may complete at the target
+  // well after the host received it.
+  verbs::sim::SimOpts fabric_opts() const override {
+    verbs::sim::SimOpts opts;
+    opts.profile = verbs::sim::SimProfile::adversarial;
+    opts.adversarial_completion_delay_steps = 64;
+    return opts;
+  }
+  transport_rdma::RdmaTargetOpts transport_opts() const override {
+    transport_rdma::RdmaTargetOpts opts;
+    opts.use_srq = false;
+    return opts;
+  }
+};
+
+TEST_F(HostIoPerConnectionReceivesTest, AHostKeepingItsQueueFullNeverFindsNoReceive) {
+  constexpr uint16_t kQueueSize = 8;  // the target posts 8 receives for it
+  constexpr int kIos = 400;
+  host::IoQpairOpts opts;
+  opts.queue_size = kQueueSize;
+  qpair_.reset();  // the controller has one I/O queue: this test's, of its own size
+  auto qpair = alloc_qpair(*controller_, opts);
+  ASSERT_NE(qpair, nullptr);
+  DmaBuffer data(*host_, ns_->block_size());
+  ASSERT_TRUE(data);
+  fill_pattern(data.data(), ns_->block_size(), 7);
+  const uint64_t rnr_before = target_provider_->counters().rnr_naks;
+  std::vector<Completion> completions(kIos);
+  int submitted = 0;
+  auto top_up = [&] {
+    // Top the queue up first: every slot a response freed gets its next command at once.
+    while (submitted < kIos && qpair->outstanding() < kQueueSize - 1u) {
+      ASSERT_TRUE(ns_->write(*qpair, data.data(), static_cast<uint64_t>(submitted), 1,
+                             &on_complete, &completions[submitted]));
+      ++submitted;
+    }
+  };
+  // The host reaps its responses and refills the freed slots before the target polls again
+  // (so before the target has seen its response SENDs complete).
+  for (int round = 0; round < kMaxRounds && (submitted < kIos || qpair->outstanding() > 0);
+       ++round) {
+    qpair->process_completions();
+    top_up();
+    harness_.poll_round();
+  }
+  ASSERT_EQ(qpair->outstanding(), 0u);
+  for (int i = 0; i < kIos; ++i) ASSERT_TRUE(completions[i].ok()) << "write " << i;
+  EXPECT_EQ(target_provider_->counters().rnr_naks, rnr_before)
+      << "a command arrived with no receive posted for it";
+}
+
 }  // namespace
 }  // namespace nvmf::e2e

@@ -72,12 +72,9 @@ readonly RPC_SOCKET=/run/nvmf_tgt-profile.sock
 
 # The soft-RoCE devices' counters (sent and received packets, SENDs and RECVs, RNR NAKs,
 # retries, duplicates, sequence errors): "DEVICE/COUNTER VALUE" lines.
-hw_counters() {
-  local file
-  for file in /sys/class/infiniband/*/ports/*/hw_counters/*; do
-    [ -f "$file" ] || continue
-    echo "$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$file")")")")")/$(basename "$file") $(cat "$file")"
-  done
+hw_counters() {  # one process: under TCG every fork costs milliseconds of the window
+  awk 'FNR == 1 { n = split(FILENAME, part, "/"); print part[5] "/" part[n], $1 }' \
+    /sys/class/infiniband/*/ports/*/hw_counters/*
 }
 
 # profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
@@ -85,12 +82,8 @@ hw_counters() {
 profile() {
   local name="$1" trsvcid="$2" nqn="$3" pid="${4:-}" disk fio_pid
   own() { if [ -n "$pid" ]; then cut -d' ' -f14,15 "/proc/$pid/stat"; else echo 0 0; fi; }
-  reactors() {  # iterations, busy iterations, sleeps of all reactors together
-    if [ -z "$pid" ]; then echo 0 0 0; return; fi
-    "$ctl" tgt --socket "$RPC_SOCKET" -o json stats | python3 -c '
-import json, sys
-r = json.load(sys.stdin)["reactors"]
-print(*(sum(x[k] for x in r) for k in ("iterations", "busy_iterations", "sleeps")))'
+  reactors() {  # the stats RPC's answer (JSON), parsed after the run
+    if [ -n "$pid" ]; then "$ctl" tgt --socket "$RPC_SOCKET" -o json stats; else echo '{}'; fi
   }
   step "$name: kernel host, fio $rw QD32 x 2 for $seconds s"
   timeout 60 nvme connect -t rdma -a "$ADDR" -s "$trsvcid" -n "$nqn" || fail "nvme connect failed"
@@ -101,10 +94,14 @@ print(*(sum(x[k] for x in r) for k in ("iterations", "busy_iterations", "sleeps"
     --output-format=json --output="$logs/$name.json" &
   fio_pid=$!
   sleep 1
-  { head -1 /proc/stat; own; reactors; } >"$logs/$name.stat"
+  # The CPU window is between the two /proc/stat reads; the slower reads (an RPC, awk) stay
+  # outside it, so their processes are not charged to the I/O.
+  reactors >"$logs/$name.loops0"
   hw_counters >"$logs/$name.hw0"
+  { head -1 /proc/stat; own; } >"$logs/$name.stat"
   sleep "$((seconds - 2))"
-  { head -1 /proc/stat; own; reactors; } >>"$logs/$name.stat"
+  { head -1 /proc/stat; own; } >>"$logs/$name.stat"
+  reactors >"$logs/$name.loops1"
   hw_counters >"$logs/$name.hw1"
   wait "$fio_pid" || fail "$name: fio failed"
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect failed"
@@ -114,8 +111,8 @@ name, logs, window = sys.argv[1], sys.argv[2], int(sys.argv[3])
 jobs = json.load(open(f"{logs}/{name}.json"))["jobs"][0]
 iops = jobs["read"]["iops"] + jobs["write"]["iops"]
 lines = open(f"{logs}/{name}.stat").read().split("\n")
-before, own_before, loops_before, after, own_after, loops_after = (
-    list(map(int, l.split()[l.startswith("cpu"):])) for l in lines[:6])
+before, own_before, after, own_after = (
+    list(map(int, l.split()[l.startswith("cpu"):])) for l in lines[:4])
 delta = [a - b for a, b in zip(after, before)]
 own = sum(own_after) - sum(own_before)
 hz = os.sysconf("SC_CLK_TCK")
@@ -123,7 +120,11 @@ ios = iops * window
 kinds = {"user": delta[0] + delta[1], "system": delta[2], "idle": delta[3] + delta[4],
          "irq": delta[5], "softirq": delta[6], "of which nvmf_tgt": own}
 per_io = ", ".join(f"{k} {v / hz / ios * 1e6:.0f}" for k, v in kinds.items())
-loops = [a - b for a, b in zip(loops_after, loops_before)]
+def loop_counts(path):  # iterations, busy iterations, sleeps of all reactors together
+    reactors = json.load(open(path)).get("reactors", [])
+    return [sum(r[k] for r in reactors) for k in ("iterations", "busy_iterations", "sleeps")]
+loops = [a - b for a, b in zip(loop_counts(f"{logs}/{name}.loops1"),
+                               loop_counts(f"{logs}/{name}.loops0"))]
 reactor = ""
 if loops[0]:
     reactor = (f"; reactors per I/O: iterations {loops[0] / ios:.2f}, busy {loops[1] / ios:.2f},"
