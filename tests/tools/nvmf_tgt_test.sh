@@ -8,22 +8,28 @@ examples="$2"
 # shellcheck source=check.sh
 source "$(dirname "$0")/check.sh"
 
+# start_and_stop NAME CONFIG [ARGS...]: nvmf_tgt -c CONFIG --sim ARGS must become ready; then
+# SIGTERM. Its log is left in $work/log, its exit status in $stopped.
+start_and_stop() {
+  local name="$1" config="$2" ready=0
+  shift 2
+  "$tgt" -c "$config" --sim "$@" >"$work/log" 2>&1 &
+  pid=$!
+  wait_ready "$pid" "$work/log" || ready=1
+  check "$name starts" $ready "$(cat "$work/log")"
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  stopped=$?
+}
+
 for config in "$examples"/*.json; do
   name=$(basename "$config")
   out=$("$tgt" -c "$config" --check-config 2>&1)
   check "$name --check-config" $? "$out"
 
   # A socket of its own: the default one (/var/tmp/nvmf_tgt.sock) may be another run's.
-  "$tgt" -c "$config" --sim --mode interrupt --reactors 2 --rpc-socket "$work/loop.sock" \
-    >"$work/log" 2>&1 &
-  pid=$!
-  ready=0
-  wait_ready "$pid" "$work/log" || ready=1
-  check "$name starts" $ready "$(cat "$work/log")"
-  kill -TERM "$pid" 2>/dev/null
-  wait "$pid"
-  rc=$?
-  check "$name stops on SIGTERM with status 0" $rc "status $rc: $(tail -3 "$work/log")"
+  start_and_stop "$name" "$config" --mode interrupt --reactors 2 --rpc-socket "$work/loop.sock"
+  check "$name stops on SIGTERM with status 0" $stopped "status $stopped: $(tail -3 "$work/log")"
   grep -q "stopped" "$work/log"
   check "$name logs its stop" $? "$(tail -3 "$work/log")"
 done
@@ -56,13 +62,7 @@ check "bad --cpumask" $? "$out"
 # start-up line says what it took.
 receives() {  # receives NAME TRANSPORT-JSON EXPECTED-TEXT
   printf '{"transports": [%s]}' "$2" >"$work/receives.json"
-  "$tgt" -c "$work/receives.json" --sim --rpc-socket '' >"$work/log" 2>&1 &
-  pid=$!
-  ready=0
-  wait_ready "$pid" "$work/log" || ready=1
-  check "$1: starts" $ready "$(cat "$work/log")"
-  kill -TERM "$pid" 2>/dev/null
-  wait "$pid"
+  start_and_stop "$1:" "$work/receives.json" --rpc-socket ''
   grep -q "receives $3" "$work/log"
   check "$1: receives $3" $? "$(grep transport: "$work/log")"
 }
@@ -79,14 +79,8 @@ out=$("$tgt" -c "$nvme_config" --sim --check-config 2>&1)
 check "pcie/nvme.json --sim --check-config (controller model)" $? "$out"
 [[ "$out" == *"configuration OK (2 bdevs, 1 subsystems)"* ]]
 check "pcie/nvme.json builds both nvme bdevs" $? "$out"
-"$tgt" -c "$nvme_config" --sim --rpc-socket '' >"$work/log" 2>&1 &
-pid=$!
-ready=0
-wait_ready "$pid" "$work/log" || ready=1
-check "pcie/nvme.json --sim starts" $ready "$(cat "$work/log")"
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
-check "pcie/nvme.json --sim stops with status 0" $? "$(tail -3 "$work/log")"
+start_and_stop "pcie/nvme.json --sim" "$nvme_config" --rpc-socket ''
+check "pcie/nvme.json --sim stops with status 0" $stopped "$(tail -3 "$work/log")"
 grep -q "bdev Nvme0n1: 0 bytes copied through bounce buffers" "$work/log"
 check "pcie/nvme.json --sim: the zero-copy account is logged" $? "$(tail -5 "$work/log")"
 if [ ! -e /dev/vfio/vfio ]; then

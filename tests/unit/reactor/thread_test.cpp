@@ -117,6 +117,14 @@ struct FdPoller {
   }
 };
 
+// Adds `poller` (watching `fd`) to an interrupt-mode reactor that has slept once, so that the
+// adding message wakes it, and waits until it sleeps again with the poller in place.
+void add_to_sleeping_reactor(Reactor& reactor, Poller& poller, int fd) {
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));
+  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller, fd)); });
+  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 2; }));
+}
+
 TEST(ReactorThreads, InterruptModeWakesOnAPollerFd) {
   auto group = ReactorGroup::start(group_opts(1, Mode::interrupt));
   ASSERT_TRUE(group);
@@ -124,10 +132,7 @@ TEST(ReactorThreads, InterruptModeWakesOnAPollerFd) {
   FdPoller state{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
   ASSERT_GE(state.fd, 0);
   Poller poller("fd", &FdPoller::poll, &state);
-  // Asleep once before the message, so the message wakes it and it must sleep again after.
-  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));
-  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller, state.fd)); });
-  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 2; }));
+  ASSERT_NO_FATAL_FAILURE(add_to_sleeping_reactor(reactor, poller, state.fd));
   uint64_t sleeps_before = reactor.stats().sleeps;
   uint64_t seven = 7;
   ASSERT_EQ(write(state.fd, &seven, sizeof(seven)), static_cast<ssize_t>(sizeof(seven)));
@@ -150,10 +155,7 @@ TEST(ReactorThreads, InterruptModeSleepsRightAfterWorkItsArmedFdAnnounced) {
   FdPoller state{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
   ASSERT_GE(state.fd, 0);
   Poller poller("armed fd", &FdPoller::poll, &state, [](void*) {});
-  // Asleep before the message, so that it wakes the reactor and the reactor sleeps again.
-  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 1; }));
-  run_on(reactor, [&] { ASSERT_TRUE(reactor.add_poller(poller, state.fd)); });
-  ASSERT_TRUE(eventually([&] { return reactor.stats().sleeps >= 2; }));
+  ASSERT_NO_FATAL_FAILURE(add_to_sleeping_reactor(reactor, poller, state.fd));
   const ReactorStats before = reactor.stats();
   const uint64_t arms_before = poller.arm_count();
   constexpr uint64_t kRounds = 20;
