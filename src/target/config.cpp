@@ -232,8 +232,10 @@ void parse_transport(const Node& node, TargetConfig& config) {
   config.transport.acceptor_poll_rate_us = static_cast<uint32_t>(node.get_uint(
       "acceptor_poll_rate", 0, 1000000, config.transport.acceptor_poll_rate_us));
   config.transport.no_srq = node.get_bool("no_srq", config.transport.no_srq);
+  // At most half of the transport's CQ per reactor and device (RdmaTargetOpts::cq_depth,
+  // 32768), which also holds every queue pair's sends: a deeper SRQ would fail connections.
   config.transport.max_srq_depth = static_cast<uint32_t>(
-      node.get_uint("max_srq_depth", 2, 65536, config.transport.max_srq_depth));
+      node.get_uint("max_srq_depth", 2, 16384, config.transport.max_srq_depth));
 }
 
 template <size_t N>

@@ -69,7 +69,7 @@ receives() {  # receives NAME TRANSPORT-JSON EXPECTED-TEXT
 receives "default receives" '{"type": "rdma"}' "a shared receive queue of 4096 per reactor and device"
 receives "max_srq_depth 512" '{"type": "rdma", "max_srq_depth": 512}' "a shared receive queue of 512 per reactor and device"
 receives "no_srq" '{"type": "rdma", "no_srq": true}' "per connection (no_srq)"
-bad "max_srq_depth below 2" '{"transports": [{"type": "rdma", "max_srq_depth": 1}]}' "transports[0].max_srq_depth: 1 is outside [2, 65536]"
+bad "max_srq_depth below 2" '{"transports": [{"type": "rdma", "max_srq_depth": 1}]}' "transports[0].max_srq_depth: 1 is outside [2, 16384]"
 
 # NVMe SSDs (examples/target/pcie/nvme.json): with --sim the controller model stands in for
 # each PCI address, so the nvme bdevs build and the target serves them; without --sim, on a

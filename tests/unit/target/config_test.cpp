@@ -169,7 +169,9 @@ TEST(ConfigTest, ValuesOutOfRange) {
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "acceptor_poll_rate": 1000001}]})"),
             "transports[0].acceptor_poll_rate: 1000001 is outside [0, 1000000]");
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_srq_depth": 1}]})"),
-            "transports[0].max_srq_depth: 1 is outside [2, 65536]");
+            "transports[0].max_srq_depth: 1 is outside [2, 16384]");
+  EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "max_srq_depth": 16385}]})"),
+            "transports[0].max_srq_depth: 16385 is outside [2, 16384]");
   EXPECT_EQ(parse_error(R"({"bdevs": [{"type": "malloc", "name": "M", "block_size": 1000}]})"),
             "bdevs[0].block_size: 1000 is not a power of two in [512, 65536]");
   EXPECT_EQ(parse_error(R"({"transports": [{"type": "rdma", "in_capsule_data_size": 100}]})"),
