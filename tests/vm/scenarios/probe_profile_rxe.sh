@@ -10,7 +10,9 @@
 # With TGT_BEFORE, nvmf_tgt before a change runs too, in the same rounds ("before-intr2").
 # For nvmf_tgt also its reactors' iterations, busy iterations and sleeps per I/O (the stats
 # RPC, through nvmfctl), and for every run the soft-RoCE devices' counters that moved, per I/O
-# (hw_counters: packets, SENDs, RNR NAKs, retries, duplicates), over the same window.
+# (hw_counters: packets, SENDs, RNR NAKs, retries, duplicates). Those two are read just outside
+# the CPU window (their reads take time), so their per-I/O figures read a little high (SENDs per
+# I/O 1.9-2.6 where 2 are sent); ratios between them (packets per SEND) are not affected.
 #   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS]]]]]]
 #     KEYS: more transport keys for TGT's configuration only, e.g. '"max_srq_depth": 256'
 #     TGT default NVMF_BUILD_DIR/tools/nvmf_tgt; RW: fio's --rw (randread, randwrite, randrw)
