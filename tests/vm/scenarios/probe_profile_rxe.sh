@@ -11,7 +11,7 @@
 # For nvmf_tgt also its reactors' iterations, busy iterations and sleeps per I/O (the stats
 # RPC, through nvmfctl), and for every run the soft-RoCE devices' counters that moved, per I/O
 # (hw_counters: packets, SENDs, RNR NAKs, retries, duplicates). Those two are read just outside
-# the CPU window (their reads take time), so their per-I/O figures read a little high (SENDs per
+# the CPU window (their reads take time), so their per-I/O figures are a little off (SENDs per
 # I/O 1.9-2.6 where 2 are sent); ratios between them (packets per SEND) are not affected.
 #   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS]]]]]]
 #     KEYS: more transport keys for TGT's configuration only, e.g. '"max_srq_depth": 256'
