@@ -273,17 +273,17 @@ class SimCq final : public CompletionQueue {
       ++counters.cq_overruns;
       return;
     }
-    if (tail_ - head_ >= depth_) {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail - head_.load(std::memory_order_acquire) >= depth_) {
       overrun(wc);
       return;
     }
-    Entry& entry = ring_[tail_ & mask_];
+    Entry& entry = ring_[tail & mask_];
     entry.wc = wc;
     entry.ready_poll = 0;
     entry.ready_ns = 0;
     if (delay_left_ > 0) delay(entry);
-    ++tail_;
-    empty_.store(false, std::memory_order_release);
+    tail_.store(tail + 1, std::memory_order_release);  // publishes the entry to a lock-free poll
     if (armed_) signal();
   }
   void set_delay(const CompletionDelay& delay) noexcept;  // [L]
@@ -297,6 +297,9 @@ class SimCq final : public CompletionQueue {
     uint64_t ready_poll = 0;  // the poll() count from which it may be reaped
     uint64_t ready_ns = 0;    // the clock time from which it may be reaped (0: any)
   };
+  // Without the lock: -1 when the locked path must run (a delay was set, or the fabric has
+  // work that a poll must progress), else the number reaped.
+  int reap_unlocked(std::span<WorkCompletion> out) noexcept;
   void overrun(const WorkCompletion& wc) noexcept;  // [L] counts, logs, fail()
   void delay(Entry& entry) noexcept;                // [L] set_delay() holds the entry back
   void signal() noexcept;                           // [L] armed: the event fd, once
@@ -305,11 +308,15 @@ class SimCq final : public CompletionQueue {
   const uint32_t depth_;
   const uint64_t mask_;
   const int event_fd_;
-  std::vector<Entry> ring_;        // [L]
-  uint64_t head_ = 0;              // [L]
-  uint64_t tail_ = 0;              // [L]
-  std::atomic<bool> empty_{true};  // written [L]: head_ == tail_ (the lock-free fast path)
-  uint64_t polls_ = 0;             // [L]
+  // The ring is single-producer (push, always [L]) single-consumer (poll, the CQ's owner
+  // thread): poll reaps without the lock while the fabric is idle and no delay was ever set
+  // (reap_unlocked), so a thread reaping its CQ does not take the lock from the thread that
+  // is posting. Entries in [head_, tail_) are published by tail_'s release store.
+  std::vector<Entry> ring_;                // written [L] at tail_, read by the consumer
+  std::atomic<uint64_t> head_{0};          // written by the consumer, read [L] for overruns
+  std::atomic<uint64_t> tail_{0};          // written [L], read by the consumer
+  std::atomic<bool> ever_delayed_{false};  // written [L]: set_delay() was called (sticky)
+  uint64_t polls_ = 0;                     // [L] counted by the locked path only
   bool armed_ = false;             // [L]
   bool failed_ = false;            // [L] fail(): in error
   CompletionDelay delay_{};        // [L]
