@@ -69,6 +69,11 @@ count=$(grep -c "nvmf_perf --sim " <<<"$out")
 check "--dry-run: 6 nvmf_perf runs in each of 3 rounds" $((count != 18)) "$count"
 count=$(grep -c "host_stack_bench --benchmark_min_time=5 " <<<"$out")
 check "--dry-run: 6 host_stack_bench runs in each of 3 rounds" $((count != 18)) "$count"
+count=$(grep -c "core_rtt_bench --benchmark_min_time=0.1 --benchmark_out=RAW/rtt-" <<<"$out")
+check "--dry-run: the round trip before and after each two-core run" $((count != 36)) "$count"
+grep -A2 "core_rtt_bench .*rtt-qd128-2-before.json" <<<"$out" | grep -q "nvmf_perf --sim -w randread -q 128 .*stack-qd128-2-2.json" &&
+  grep -A2 "core_rtt_bench .*rtt-qd128-2-before.json" <<<"$out" | grep -q "rtt-qd128-2-after.json"
+check "--dry-run: the round trips bracket their run" $? "$out"
 for shape in "-w randread -q 1 " "-w randread -q 128 " "-w randread -q 64 " \
   "-w randrw -M 70 -q 64 " "-w randwrite -q 64 " "-w randread -q 8 "; do
   grep -q -- "$shape" <<<"$out"
@@ -159,6 +164,10 @@ for name, label in cells:
             "stack", f"{name}/2", rnd)
         put(f"stack-{name}-1-{rnd}.json", gb([("BM_FullStack/real_time", {"IOPS": iops / 2})]),
             "stack", f"{name}/1", rnd)
+        # Round 1's vCPUs drifted apart during the run (after: 450 ns), round 2's stayed near.
+        for when, t in (("before", 90.0), ("after", 450.0 if rnd == 1 else 92.0 - (name == "qd1") * 4)):
+            json.dump(gb([("BM_CacheLineRoundTrip/0/1/real_time", {"real_time": t, "time_unit": "ns"})]),
+                      open(os.path.join(raw, f"rtt-{name}-{rnd}-{when}.json"), "w"))
 put("callgrind.json", {"ios": 20000, "total": 4090.2, "host": 441.6, "app": 51.0,
                        "target": 977.4, "sim": 2618.0, "sim_host": 865.0, "sim_target": 1753.0,
                        "top": {"host": [["nvmf::host::HostQueue::post_command", 142.0]],
@@ -203,8 +212,10 @@ expect_line "ring: best of 2, time per item, spread" "| \`BM_MpscRingPushPopSame
 expect_line "ring: /real_time names matched" "| \`BM_MpscRingCrossThread\` | one producer thread, one consumer thread, 4096-slot ring | 50.0 ns | 20 M/s | 50% |"
 expect_line "bdev: qd 1 and qd 32" "| null, write | 80 | 12.5 M | 25 M | 50%, 50% |"
 expect_line "verbs-sim: payload" "| \`BM_SimSendRecv/4096\` (SEND + RECV, 4 KiB) | 250 ns | 4 M/s | 16.4 GB/s | 50% |"
-expect_line "stack: 2 cores, best, median, slowest, lowest CPU share (runs under 95% counted), latency of the best run" "| randread QD128 | 2 (\`nvmf_perf --sim\`) | 2,000,000 | 1,750,000 | 1,500,000 | 25% | 80% (1 low) | 12.0 | 22.0 | 32.0 |"
-expect_line "stack: 1 core from host_stack_bench's IOPS counter" "| randread QD128 | 1 (\`host_stack_bench\`) | 1,000,000 | 875,000 | 750,000 | 25% |  |  |  |"
+expect_line "stack: 2 cores, best, median, slowest, lowest CPU share (runs under 95% counted), round trips (far runs counted), latency of the best run" "| randread QD128 | 2 (\`nvmf_perf --sim\`) | 2,000,000 | 1,750,000 | 1,500,000 | 25% | 80% (1 low) | 90-450 (1 far) | 12.0 | 22.0 | 32.0 |"
+expect_line "stack: 1 core from host_stack_bench's IOPS counter, no round trip" "| randread QD128 | 1 (\`host_stack_bench\`) | 1,000,000 | 875,000 | 750,000 | 25% |  |  |  |  |  |"
+expect_line "stack: far is beyond 2 x the sitting's shortest round trip" "a run is *far* when either exceeded 2 x the sitting's shortest (88 ns)"
+expect_line "stack: near and far runs side by side" "| randread QD128 | 1 | 2,000,000 | 1 | 1,500,000 | 1.33 |"
 expect_line "callgrind: host and budget" "| host side: libnvmf_host and the RDMA host queue | 442 | 450 |"
 expect_line "callgrind: the sim by caller" "| simulated HCA (called by the host: 865, by the target: 1,753) | 2,618 | |"
 expect_line "callgrind: top items" "| target | \`nvmf::transport_rdma::RdmaPollGroup::advance\` | 408 |"

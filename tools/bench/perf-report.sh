@@ -13,7 +13,9 @@
 #   stack      the full stack in process, 4 KiB on a null namespace: QD1, QD128 and the four
 #              seed workloads of the VM side-by-side run, each on one core (host_stack_bench:
 #              host, sim and the target's reactor polled in turn from one thread) and on two
-#              (nvmf_perf --sim -c 1: one host worker, the target's reactor on its own thread)
+#              (nvmf_perf --sim -c 1: one host worker, the target's reactor on its own thread;
+#              each such run between two measurements of the cache-line round trip between
+#              the two CPUs, tests/bench/core_rtt_bench, which tells the vCPU placements apart)
 #   callgrind  instructions per I/O per side and the top items (tools/bench/callgrind-per-io.sh)
 #   vm         with --vm only: the VM side-by-side run (tests/vm/vm-run.sh side_by_side_rxe)
 #              in --vm-boots guest boots: per workload, each mixed pairing's IOPS over the
@@ -250,61 +252,115 @@ def us(x):
 # A run whose process got less of its cores than this shared them with other work.
 LOW_SHARE = 0.95
 
+# A two-core run whose round trip, before or after it, exceeded this many times the
+# sitting's shortest ran with its two vCPUs placed apart (see core_rtt_bench).
+FAR = 2.0
+
+def rtt_ns(cell, rnd, when):
+    """The cache-line round trip measured before or after a two-core run, in ns, or None."""
+    j = load_json(os.path.join(raw, f"rtt-{cell}-{rnd}-{when}.json"))
+    marks = [] if j is None else [b for b in j.get("benchmarks", [])
+                                  if b.get("run_type", "iteration") == "iteration"
+                                  and not b.get("error_occurred")]
+    if not marks:
+        return None
+    scale = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}.get(marks[0].get("time_unit", "ns"), 1.0)
+    return float(marks[0]["real_time"]) * scale
+
+def stack_runs(cell, cores):
+    """Each run of a cell: {round, iops, share, lat, rtt: (before, after)}; failures noted."""
+    out = []
+    for r in runs.get(("stack", f"{cell['name']}/{cores}"), []):
+        j = load_json(r["file"])
+        where = f"{cell['label']}, {cores} core{'s' if cores == '2' else ''}, round {r['round']}"
+        if r["rc"] != 0 or j is None:
+            failures.append(f"{where}: exit {r['rc']}" + ("" if j is not None else ", no JSON"))
+            continue
+        run = {"round": r["round"], "share": None, "lat": None, "rtt": (None, None)}
+        if cores == "1":  # host_stack_bench: Google Benchmark's JSON
+            marks = [b for b in j.get("benchmarks", [])
+                     if b.get("run_type", "iteration") == "iteration"]
+            if not marks or marks[0].get("error_occurred") or "IOPS" not in marks[0]:
+                failures.append(f"{where}: " + (marks[0].get("error_message", "no IOPS")
+                                                if marks else "no benchmark"))
+                continue
+            run["iops"] = float(marks[0]["IOPS"])
+            if marks[0].get("real_time"):
+                run["share"] = float(marks[0]["cpu_time"]) / float(marks[0]["real_time"])
+        else:  # nvmf_perf --json
+            bad = int(j.get("errors", 0)) + int(j.get("verify_failures", 0))
+            if bad or not j.get("account", {}).get("ok", True):
+                failures.append(f"{where}: {j.get('errors')} errors, "
+                                f"{j.get('verify_failures')} verify failures")
+                continue
+            run["iops"] = float(j["iops"])
+            if "cpu_s" in j:
+                run["share"] = float(j["cpu_s"]) / (2 * float(meta["seconds"]))
+            run["lat"] = j["lat_us"]
+            run["rtt"] = (rtt_ns(cell["name"], r["round"], "before"),
+                          rtt_ns(cell["name"], r["round"], "after"))
+        out.append(run)
+    return out
+
+def is_far(run, nearest):
+    return nearest is not None and any(x is not None and x > FAR * nearest for x in run["rtt"])
+
 def stack_section():
     n = meta["runs"]
+    cells = {(c["name"], cores): stack_runs(c, cores) for c in meta["stack_cells"] for cores in ("1", "2")}
+    all_rtt = [x for rs in cells.values() for r in rs for x in r["rtt"] if x is not None]
+    nearest = min(all_rtt) if all_rtt else None
     rows = [f"{n} interleaved runs of each, {meta['seconds']} s each (nvmf_perf's `-t`, "
             "host_stack_bench's `--benchmark_min_time`, wall-clock rates); latency percentiles "
             "of the best nvmf_perf run (host_stack_bench measures none). CPU: the share of its "
             "cores the process got over the run (process CPU over cores x wall), lowest of the "
             f"runs; under {LOW_SHARE:.0%} something else was running, and the run's IOPS "
             "mean little (the host worker and the reactor wait on each other: a half core "
-            "taken from one halves both).", "",
+            "taken from one halves both). Round trip: a cache line's between the two CPUs "
+            "(`core_rtt_bench`), measured before and after each two-core run, the range over "
+            f"the runs; a run is *far* when either exceeded {FAR:g} x the sitting's shortest "
+            + ("" if nearest is None else f"({nearest:.0f} ns)") +
+            ": its vCPUs were placed apart.", "",
             f"| workload (4 KiB) | cores | IOPS, best of {n} | median | slowest | spread "
-            "| CPU | p50 us | p99 us | p99.9 us |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| CPU | round trip ns | p50 us | p99 us | p99.9 us |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cell in meta["stack_cells"]:
         for cores in ("1", "2"):
-            key = ("stack", f"{cell['name']}/{cores}")
-            iops, shares, best_lat = [], [], None
-            for r in runs.get(key, []):
-                j = load_json(r["file"])
-                where = f"{cell['label']}, {cores} core{'s' if cores == '2' else ''}, round {r['round']}"
-                if r["rc"] != 0 or j is None:
-                    failures.append(f"{where}: exit {r['rc']}" + ("" if j is not None else ", no JSON"))
-                    continue
-                if cores == "1":  # host_stack_bench: Google Benchmark's JSON
-                    marks = [b for b in j.get("benchmarks", [])
-                             if b.get("run_type", "iteration") == "iteration"]
-                    if not marks or marks[0].get("error_occurred") or "IOPS" not in marks[0]:
-                        failures.append(f"{where}: " + (marks[0].get("error_message", "no IOPS")
-                                                        if marks else "no benchmark"))
-                        continue
-                    iops.append(float(marks[0]["IOPS"]))
-                    if marks[0].get("real_time"):
-                        shares.append(float(marks[0]["cpu_time"]) / float(marks[0]["real_time"]))
-                else:  # nvmf_perf --json
-                    bad = int(j.get("errors", 0)) + int(j.get("verify_failures", 0))
-                    if bad or not j.get("account", {}).get("ok", True):
-                        failures.append(f"{where}: {j.get('errors')} errors, "
-                                        f"{j.get('verify_failures')} verify failures")
-                        continue
-                    iops.append(float(j["iops"]))
-                    if "cpu_s" in j:
-                        shares.append(float(j["cpu_s"]) / (2 * float(meta["seconds"])))
-                    if best_lat is None or j["iops"] > best_lat[0]:
-                        best_lat = (j["iops"], j["lat_us"])
+            rs = cells[(cell["name"], cores)]
             label = cell["label"]
             tool = "1 (`host_stack_bench`)" if cores == "1" else "2 (`nvmf_perf --sim`)"
-            if not iops:
-                rows.append(f"| {label} | {tool} | failed | | | | | | | |")
+            if not rs:
+                rows.append(f"| {label} | {tool} | failed | | | | | | | | |")
                 continue
-            lat = ["", "", ""] if best_lat is None else \
-                [us(best_lat[1][k]) for k in ("p50", "p99", "p999")]
+            iops = [r["iops"] for r in rs]
+            shares = [r["share"] for r in rs if r["share"] is not None]
+            best = max(rs, key=lambda r: r["iops"])
+            lat = ["", "", ""] if best["lat"] is None else \
+                [us(best["lat"][k]) for k in ("p50", "p99", "p999")]
             runs_note = "" if len(iops) == n else f" ({len(iops)} of {n} runs)"
             share = "" if not shares else f"{min(shares):.0%}" + \
                 (f" ({sum(x < LOW_SHARE for x in shares)} low)" if min(shares) < LOW_SHARE else "")
+            rtts = [x for r in rs for x in r["rtt"] if x is not None]
+            far = sum(is_far(r, nearest) for r in rs)
+            rtt = "" if not rtts else f"{min(rtts):.0f}-{max(rtts):.0f}" + (f" ({far} far)" if far else "")
             rows.append(f"| {label} | {tool} | {max(iops):,.0f}{runs_note} "
                         f"| {statistics.median(iops):,.0f} | {min(iops):,.0f} "
-                        f"| {spread(iops):.0f}% | {share} | {' | '.join(lat)} |")
+                        f"| {spread(iops):.0f}% | {share} | {rtt} | {' | '.join(lat)} |")
+    near_far = []
+    for cell in meta["stack_cells"]:
+        rs = cells[(cell["name"], "2")]
+        near = [r["iops"] for r in rs if nearest is not None and not is_far(r, nearest)
+                and None not in r["rtt"]]
+        far = [r["iops"] for r in rs if is_far(r, nearest)]
+        if near and far:
+            near_far.append(f"| {cell['label']} | {len(near)} | {statistics.median(near):,.0f} "
+                            f"| {len(far)} | {statistics.median(far):,.0f} "
+                            f"| {statistics.median(near) / statistics.median(far):.2f} |")
+    if near_far:
+        rows += ["", "Two-core runs by placement (median IOPS of the near and the far runs of each "
+                 "workload):", "",
+                 "| workload (4 KiB) | near runs | median IOPS | far runs | median IOPS | near / far |",
+                 "|---|---:|---:|---:|---:|---:|"] + near_far
     return rows
 
 BUDGET = {"host": "450", "target": "1,000"}
@@ -501,7 +557,7 @@ has ring && gbench+=(ring:ring_bench)
 has bdev && gbench+=(bdev:bdev_bench)
 has verbs-sim && gbench+=(verbs-sim:verbs_sim_bench)
 for entry in "${gbench[@]}"; do targets+=("${entry#*:}"); done
-has stack && targets+=(nvmf_perf host_stack_bench)
+has stack && targets+=(nvmf_perf host_stack_bench core_rtt_bench)
 has callgrind && [[ " ${targets[*]-} " != *" host_stack_bench "* ]] && targets+=(host_stack_bench)
 if has vm; then
   [[ " ${targets[*]-} " == *" nvmf_perf "* ]] || targets+=(nvmf_perf)
@@ -535,6 +591,11 @@ stack_cmd() {  # stack_cmd CELL-INDEX CORES ROUND RAW
     cmd=("$stack_bench" "--benchmark_min_time=$seconds" $sargs "--benchmark_out=$4/$out"
          --benchmark_out_format=json)
   fi
+}
+rtt_cmd() {  # rtt_cmd CELL-INDEX ROUND before|after RAW: the round trip around a two-core run
+  out="rtt-$(stack_cell_name "$1")-$2-$3.json"
+  cmd=("$build/tests/bench/core_rtt_bench" --benchmark_min_time=0.1 "--benchmark_out=$4/$out"
+       --benchmark_out_format=json)
 }
 callgrind_cmd() {  # callgrind_cmd RAW
   out=callgrind.json
@@ -577,7 +638,11 @@ if ((dry_run)); then
       stack)
         for ((round = 1; round <= runs; round++)); do
           for i in $(order "$round" "${#stack_cells[@]}"); do
-            for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do stack_cmd "$i" "$cores" "$round" RAW; show "${cmd[@]}"; done
+            for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do
+              if [[ "$cores" == 2 ]]; then rtt_cmd "$i" "$round" before RAW; show "${cmd[@]}"; fi
+              stack_cmd "$i" "$cores" "$round" RAW; show "${cmd[@]}"
+              if [[ "$cores" == 2 ]]; then rtt_cmd "$i" "$round" after RAW; show "${cmd[@]}"; fi
+            done
           done
         done ;;
       callgrind) callgrind_cmd RAW; show "${cmd[@]}" ;;
@@ -628,6 +693,13 @@ run() {
   printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rc" "$out" >>"$raw/runs.tsv"
   say "$(printf '%3d %-9s %-20s round %s exit %s' "$n" "$1" "$2" "$3" "$rc")"
 }
+# rtt CELL-INDEX ROUND before|after: the round trip beside a two-core run (a failure only
+# leaves its JSON out: the table then shows no round trip for that run)
+rtt() {
+  rtt_cmd "$1" "$2" "$3" "$raw"
+  timeout -k 5 60 "${cmd[@]}" >"$raw/logs/$out.log" 2>&1 || say "core_rtt_bench failed: $raw/logs/$out.log"
+}
+mkdir -p "$raw/logs"
 phase_start all
 # The microbenchmarks, interleaved by binary.
 if ((${#gbench[@]})); then
@@ -645,9 +717,11 @@ if has stack; then
   for ((round = 1; round <= runs; round++)); do
     for i in $(order "$round" "${#stack_cells[@]}"); do
       for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do
+        [[ "$cores" == 1 ]] || rtt "$i" "$round" before
         stack_cmd "$i" "$cores" "$round" "$raw"
         # SIGTERM makes nvmf_perf stop, drain and report; SIGKILL if even that hangs.
         run stack "$(stack_cell_name "$i")/$cores" "$round" $((seconds * 10 + 120))
+        [[ "$cores" == 1 ]] || rtt "$i" "$round" after
       done
     done
   done
