@@ -15,7 +15,11 @@
 #   ours-intr  nvmf_perf -r ... --mode interrupt, in fio's shape: -c 2 -q 32 for the QD32 x 2
 #              workloads (two workers, each its own I/O queue, sleeping on the queue's event
 #              fd when it has nothing to reap), -c 1 -q 8 for QD8 x 1
-# Workloads (4 KiB, SECONDS each):
+# Rounds: ROUNDS (2) rounds, each running every host against every target, the targets in
+# the order kernel, poll, intr, intr2 in odd rounds and backwards in even ones, so that drift
+# during the boot (under TCG a set-up's IOPS move by tens of percent within minutes) favours
+# no target; the table gives each pairing's mean over the rounds and every round's figure.
+# Workloads (4 KiB, SECONDS each, in every round):
 #   randread QD32 x 2 jobs    fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
 #   randrw 70/30 QD32 x 2     fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64 -M 70
 #   randwrite QD32 x 2        fio --numjobs=2 --iodepth=32;   nvmf_perf -c 1 -q 64
@@ -32,9 +36,10 @@
 #               the kernel host's completion path (softirq): an upper bound
 #   host CPU    fio's or nvmf_perf's usr+sys, from the waiting subshell's cutime+cstime
 #   guest busy  all non-idle time of both vCPUs (/proc/stat); at most 2 x wall
-# Prints a markdown table at the end (also results/logs/side_by_side.md). Fails only when a run
-# fails or does no I/O; the figures are measured, not judged.
-#   side_by_side_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS (6)]]]   (binaries: default from NVMF_BUILD_DIR)
+# Prints a markdown table at the end (also results/logs/side_by_side.md; every run in
+# results.tsv). Fails only when a run fails or does no I/O; the figures are measured, not judged.
+#   side_by_side_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS (3) [ROUNDS (2)]]]]
+#   (binaries: default from NVMF_BUILD_DIR)
 # Runs inside the guest only (vm-run.sh side_by_side_rxe).
 set -euo pipefail
 
@@ -44,7 +49,10 @@ fail() { echo "side_by_side_rxe: FAIL: $*"; exit 1; }
 [ "${NVMF_VM_SCENARIO:-}" = side_by_side_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh side_by_side_rxe"
 tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
-seconds="${3:-6}"
+seconds="${3:-3}"
+rounds="${4:-2}"
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || fail "SECONDS: '$seconds' is not a whole number >= 1"
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || fail "ROUNDS: '$rounds' is not a whole number >= 1"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -x "$perf" ] || fail "not built: $perf"
 for tool in nvme fio python3; do
@@ -72,6 +80,7 @@ results="$logs/results.tsv"
 
 # --- measurement -------------------------------------------------------------------------
 TGT_PID_NOW=""   # the running nvmf_tgt's pid, empty for the kernel target
+ROUND=1          # the round being run (results.tsv's last column)
 proc_cpu() {     # PID -> utime+stime in ticks
   local stat
   read -r stat <"/proc/$1/stat"
@@ -83,7 +92,7 @@ guest_cpu() {    # -> "SYS+IRQ+SOFTIRQ BUSY" of all vCPUs in ticks
 }
 
 # measure WORKLOAD HOST TARGET KIND JSON CMD...: runs CMD (fio or nvmf_perf writing JSON) and
-# appends one line to $results: workload host target iops tgt_cpu host_cpu busy wall.
+# appends one line to $results: workload host target iops tgt_cpu host_cpu busy wall round.
 measure() {
   local workload="$1" host="$2" target="$3" kind="$4" json="$5"
   shift 5
@@ -104,11 +113,12 @@ measure() {
     fail "$workload, $host host -> $target target: the run failed"
   fi
   python3 - "$kind" "$json" "$workload" "$host" "$target" "$t0" "$t1" \
-    "${g0[0]}" "${g1[0]}" "${g0[1]}" "${g1[1]}" "$p0" "$p1" "${child[@]}" >>"$results" <<'PY' ||
+    "${g0[0]}" "${g1[0]}" "${g0[1]}" "${g1[1]}" "$p0" "$p1" "${child[@]}" "$ROUND" >>"$results" <<'PY' ||
 import json, sys
 kind, path, workload, host, target = sys.argv[1:6]
 t0, t1 = float(sys.argv[6]), float(sys.argv[7])
 sys0, sys1, busy0, busy1, p0, p1, cut, cst = (int(x) for x in sys.argv[8:16])
+round_ = sys.argv[16]
 hz = 100.0
 if kind == "fio":
     job = json.load(open(path))["jobs"][0]
@@ -127,7 +137,7 @@ if target == "kernel":   # the guest's kernel time less what is charged to the h
 else:
     tgt = (p1 - p0) / hz
 print(f"{workload}\t{host}\t{target}\t{iops:.0f}\t{tgt:.2f}\t{(cut + cst) / hz:.2f}\t"
-      f"{(busy1 - busy0) / hz:.2f}\t{t1 - t0:.1f}")
+      f"{(busy1 - busy0) / hz:.2f}\t{t1 - t0:.1f}\t{round_}")
 PY
     { cat "$json.out"; fail "$workload, $host host -> $target target: no usable result (above)"; }
   tail -n 1 "$results"
@@ -164,10 +174,10 @@ kernel_host() {
   for w in "${WORKLOADS[@]}"; do
     step "kernel host -> $target target: $w: fio $(fio_args "$w") (/dev/$disk, ${seconds}s)"
     # shellcheck disable=SC2046
-    measure "$w" kernel "$target" fio "$logs/$w-kernel-$target.json" \
+    measure "$w" kernel "$target" fio "$logs/$w-kernel-$target-$ROUND.json" \
       fio --name="$w" --filename="/dev/$disk" --ioengine=libaio --direct=1 --bs=4k \
         $(fio_args "$w") --group_reporting --time_based --runtime="$seconds" \
-        --output-format=json --output="$logs/$w-kernel-$target.json"
+        --output-format=json --output="$logs/$w-kernel-$target-$ROUND.json"
   done
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect from $target failed"
 }
@@ -183,24 +193,24 @@ our_host() {
     for w in "${WORKLOADS[@]}"; do
       step "our host ($mode) -> $target target: $w: nvmf_perf -r '$trid' $(perf_args "$w" "$mode") --mode $mode -o 4096 -t $seconds"
       # shellcheck disable=SC2046
-      measure "$w" "$host" "$target" perf "$logs/$w-$host-$target.json" \
+      measure "$w" "$host" "$target" perf "$logs/$w-$host-$target-$ROUND.json" \
         "$perf" -r "$trid" $(perf_args "$w" "$mode") --mode "$mode" -o 4096 -t "$seconds" \
-        --json "$logs/$w-$host-$target.json"
+        --json "$logs/$w-$host-$target-$ROUND.json"
     done
   done
 }
 
-# --- the kernel target --------------------------------------------------------------------
-step "kernel target: nvmet-rdma through configfs, $KNQN (null_blk, 4 KiB, 1 GiB), port $ADDR:$KPORT"
-nvmet_export "$KNQN" "$ADDR" "$KPORT"
+# --- the targets ---------------------------------------------------------------------------
+# kernel_target: nvmet up, both hosts, nvmet down.
+kernel_target() {
+  step "round $ROUND: kernel target: nvmet-rdma through configfs, $KNQN (null_blk, 4 KiB, 1 GiB), port $ADDR:$KPORT"
+  nvmet_export "$KNQN" "$ADDR" "$KPORT"
+  kernel_host kernel "$KPORT" "$KNQN"
+  our_host kernel "$KPORT" "$KNQN"
+  step "round $ROUND: kernel target: tearing down"
+  nvmet_unexport "$KNQN"
+}
 
-kernel_host kernel "$KPORT" "$KNQN"
-our_host kernel "$KPORT" "$KNQN"
-
-step "kernel target: tearing down"
-nvmet_unexport "$KNQN"
-
-# --- our target: poll mode, interrupt mode, interrupt mode on two reactors ----------------
 cat >"$logs/nvmf_tgt.json" <<EOF
 {
   "transports": [ { "type": "rdma" } ],
@@ -212,28 +222,21 @@ cat >"$logs/nvmf_tgt.json" <<EOF
   ]
 }
 EOF
-for target in poll intr intr2; do
-  case "$target" in
-    poll) mode=poll reactors=1 ;;
-    intr) mode=interrupt reactors=1 ;;
-    intr2) mode=interrupt reactors=2 ;;
-  esac
-  step "our target: nvmf_tgt --mode $mode --reactors $reactors, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
-  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$target.log" --mode "$mode" --reactors "$reactors"
-  TGT_PID_NOW="$TGT_PID"
-  sleep 1
-  # Idle cost, per thread: "name ticks" for each thread over about 2 s of wall time.
-  idle_threads() {
-    local task stat
-    for task in /proc/"$TGT_PID"/task/*; do
-      read -r stat <"$task/stat" || continue
-      awk -v t="$(basename "$task")" '{ print t, $12 + $13 }' <<<"${stat##*) }"
-    done
-  }
+# idle_threads: "thread ticks" for each thread of the running nvmf_tgt.
+idle_threads() {
+  local task stat
+  for task in /proc/"$TGT_PID"/task/*; do
+    read -r stat <"$task/stat" || continue
+    awk -v t="$(basename "$task")" '{ print t, $12 + $13 }' <<<"${stat##*) }"
+  done
+}
+# idle_cost LABEL: nvmf_tgt's CPU per thread over about 2 s of wall time, idle.
+idle_cost() {
+  local idle0 idle1 t0 t1
   idle0="$(idle_threads)" t0="$(date +%s.%N)"
   sleep 2
   idle1="$(idle_threads)" t1="$(date +%s.%N)"
-  python3 - "$mode --reactors $reactors" "$t0" "$t1" "$idle0" "$idle1" <<'PY'
+  python3 - "$1" "$t0" "$t1" "$idle0" "$idle1" <<'PY'
 import sys
 mode, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 a = dict(l.split() for l in sys.argv[4].splitlines())
@@ -243,40 +246,71 @@ busy = ", ".join(f"thread {t} {v:.2f} s" for t, v in sorted(per.items()) if v > 
 print(f"nvmf_tgt --mode {mode} idle: {sum(per.values()):.2f} s of CPU in {t1 - t0:.2f} s of "
       f"wall time ({len(per)} threads; {busy})")
 PY
+}
+# our_target poll|intr|intr2: nvmf_tgt up (its idle cost in round 1), both hosts, down.
+our_target() {
+  local target="$1" mode reactors
+  case "$target" in
+    poll) mode=poll reactors=1 ;;
+    intr) mode=interrupt reactors=1 ;;
+    intr2) mode=interrupt reactors=2 ;;
+  esac
+  step "round $ROUND: our target: nvmf_tgt --mode $mode --reactors $reactors, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
+  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$target-$ROUND.log" --mode "$mode" --reactors "$reactors"
+  TGT_PID_NOW="$TGT_PID"
+  sleep 1
+  [ "$ROUND" != 1 ] || idle_cost "$mode --reactors $reactors"
   kernel_host "$target" "$OURPORT" "$OURNQN"
   our_host "$target" "$OURPORT" "$OURNQN"
-  step "our target ($mode, $reactors reactors): stopping"
+  step "round $ROUND: our target ($mode, $reactors reactors): stopping"
   tgt_stop
   tgt_check_log
   TGT_PID_NOW=""
+}
+
+for ((ROUND = 1; ROUND <= rounds; ROUND++)); do
+  order=(kernel poll intr intr2)
+  ((ROUND % 2)) || order=(intr2 intr poll kernel)
+  for target in "${order[@]}"; do
+    if [ "$target" = kernel ]; then kernel_target; else our_target "$target"; fi
+  done
 done
 
 # --- the table ----------------------------------------------------------------------------
-python3 - "$results" "$seconds" >"$logs/side_by_side.md" <<'PY'
-import sys
-rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
-seconds = sys.argv[2]
+python3 - "$results" "$seconds" "$rounds" >"$logs/side_by_side.md" <<'PY'
+import statistics, sys
+runs = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+seconds, rounds = sys.argv[2], int(sys.argv[3])
 names = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2",
          "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
 hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf), poll",
          "ours-intr": "ours (nvmf_perf), interrupt"}
 targets = {"kernel": "kernel (nvmet, null_blk)", "poll": "ours, poll", "intr": "ours, interrupt",
            "intr2": "ours, interrupt, 2 reactors"}
-base = {r[0]: float(r[3]) for r in rows if r[1] == "kernel" and r[2] == "kernel"}
-print(f"{seconds} s per run, 4 KiB I/O; CPU in seconds over the run (wall); guest busy is "
-      "both vCPUs' non-idle time.\n")
-print("| workload | host | target | IOPS | vs kernel/kernel | target CPU s | host CPU s "
-      "| guest busy s | wall s |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+# (workload, host, target) -> [(round, iops, tgt_cpu, host_cpu, busy, wall)]
+pairs = {}
+for w, h, t, iops, tcpu, hcpu, busy, wall, rnd in runs:
+    pairs.setdefault((w, h, t), []).append(
+        (int(rnd), float(iops), float(tcpu), float(hcpu), float(busy), float(wall)))
+mean = {k: statistics.mean(r[1] for r in v) for k, v in pairs.items()}
+print(f"{rounds} round{'s' if rounds > 1 else ''} of {seconds} s runs, 4 KiB I/O, the targets in "
+      "alternating order; IOPS: the mean of the rounds (each round's in `rounds`); CPU in "
+      "seconds per run (wall), the mean of the rounds; guest busy is both vCPUs' non-idle time.\n")
+print("| workload | host | target | IOPS | vs kernel/kernel | rounds | target CPU s "
+      "| host CPU s | guest busy s | wall s |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 order = {w: i for i, w in enumerate(names)}
 hord = {h: i for i, h in enumerate(hosts)}
 tord = {t: i for i, t in enumerate(targets)}
-for w, h, t, iops, tcpu, hcpu, busy, wall in sorted(
-        rows, key=lambda r: (order[r[0]], hord[r[1]], tord[r[2]])):
-    ratio = f"{float(iops) / base[w]:.2f}" if base.get(w) else "-"
+for (w, h, t), rs in sorted(pairs.items(), key=lambda kv: (order[kv[0][0]], hord[kv[0][1]],
+                                                         tord[kv[0][2]])):
+    base = mean.get((w, "kernel", "kernel"))
+    ratio = f"{mean[(w, h, t)] / base:.2f}" if base else "-"
+    each = " / ".join(f"{r[1]:,.0f}" for r in sorted(rs))
     tmark = "*" if t == "kernel" else ""
-    print(f"| {names[w]} | {hosts[h]} | {targets[t]} | {int(iops):,} | {ratio} | {tcpu}{tmark} "
-          f"| {hcpu} | {busy} | {wall} |")
+    avg = [statistics.mean(r[i] for r in rs) for i in range(2, 6)]
+    print(f"| {names[w]} | {hosts[h]} | {targets[t]} | {mean[(w, h, t)]:,.0f} | {ratio} | {each} "
+          f"| {avg[0]:.2f}{tmark} | {avg[1]:.2f} | {avg[2]:.2f} | {avg[3]:.1f} |")
 print("\n\\* kernel target: the guest's sys+irq+softirq time less the host process's own sys "
       "time, so it also counts rxe's packet work for both sides (an upper bound).")
 PY
