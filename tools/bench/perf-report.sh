@@ -414,9 +414,36 @@ def vm_boot_rows(r):
         pass
     return {k: statistics.mean(v) for k, v in iops.items()}
 
+def vm_boot_cpu(r):
+    """One boot's CPU per I/O in us: {(workload, host, target): (guest busy, target, host)},
+    each run's CPU seconds (over its wall time, start-up included) over IOPS x the scenario's
+    run length, the mean over the boot's rounds; {} when the run length is not in the table."""
+    try:
+        head = open(r["file"]).readline()
+    except OSError:
+        return {}
+    m = re.search(r"(\d+) s (?:runs|per run)", head)
+    if not m:
+        return {}
+    seconds, per = float(m.group(1)), {}
+    path = os.path.join(os.path.dirname(r["file"]), "results.tsv")
+    with open(path) as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) in (8, 9) and float(cols[3]) > 0:
+                ios = float(cols[3]) * seconds
+                per.setdefault(tuple(cols[:3]), []).append(
+                    tuple(float(cols[i]) / ios * 1e6 for i in (6, 4, 5)))
+    return {k: tuple(statistics.mean(x[i] for x in v) for i in range(3)) for k, v in per.items()}
+
 # The scenario's names (tests/vm/scenarios/side_by_side_rxe.sh).
 VM_WORKLOADS = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2",
                 "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
+VM_CPU_PAIRS = [("kernel", "kernel", "kernel host, kernel target"),
+                ("kernel", "poll", "kernel host, our target (poll)"),
+                ("kernel", "intr2", "kernel host, our target (interrupt, 2 reactors)"),
+                ("ours-intr", "kernel", "our host (interrupt), kernel target"),
+                ("ours-intr", "intr2", "our host (interrupt), our target (interrupt, 2 reactors)")]
 VM_MIXED = [("kernel", "poll", "kernel host on our target, poll"),
             ("kernel", "intr", "kernel host on our target, interrupt"),
             ("kernel", "intr2", "kernel host on our target, interrupt, 2 reactors"),
@@ -471,6 +498,26 @@ def vm_section():
             ratio = max(ours) / max(others)
             cells.append(f"{'yes' if ratio >= 1.0 else 'NO'} ({ratio:.2f})")
         out.append(f"| {wname} | {' | '.join(cells)} |")
+    cpu = [c for c in (vm_boot_cpu(r) for r, _ in boots) if c]
+    if cpu:
+        out += ["", "Guest CPU per I/O in microseconds, the median of the boots: both vCPUs' busy "
+                "time (target CPU / host CPU) over the run, per I/O done; the kernel target's "
+                "CPU is all kernel time less the host process's (an upper bound, \\*). What "
+                "is in neither process is kernel work: soft-RoCE, wake-ups, system calls' "
+                "devices.", "",
+                "| pairing | " + " | ".join(VM_WORKLOADS.values()) + " |",
+                "|---|" + "---:|" * len(VM_WORKLOADS)]
+        for host, target, label in VM_CPU_PAIRS:
+            cells = []
+            for w in VM_WORKLOADS:
+                got = [c[(w, host, target)] for c in cpu if (w, host, target) in c]
+                if not got:
+                    cells.append("-")
+                    continue
+                busy, tgt, hst = (statistics.median(g[i] for g in got) for i in range(3))
+                mark = "\\*" if target == "kernel" else ""
+                cells.append(f"{busy:.0f} ({tgt:.0f}{mark} / {hst:.0f})")
+            out.append(f"| {label} | {' | '.join(cells)} |")
     for i, (r, _) in enumerate(boots):
         table = open(r["file"]).read().rstrip("\n").split("\n")
         if i == 0:
