@@ -379,7 +379,9 @@ int SimCq::reap_unlocked(std::span<WorkCompletion> out) noexcept {
     out[static_cast<size_t>(reaped++)] = ring_[head & mask_].wc;
     ++head;
   }
-  head_.store(head, std::memory_order_release);  // frees the slots for push
+  // Frees the slots for push. Not when nothing was reaped: a store makes the line the
+  // producer reads on every push this thread's again, for nothing.
+  if (reaped > 0) head_.store(head, std::memory_order_release);
   return reaped;
 }
 

@@ -313,10 +313,12 @@ class SimCq final : public CompletionQueue {
   // (reap_unlocked), so a thread reaping its CQ does not take the lock from the thread that
   // is posting. Entries in [head_, tail_) are published by tail_'s release store.
   std::vector<Entry> ring_;                // written [L] at tail_, read by the consumer
-  std::atomic<uint64_t> head_{0};          // written by the consumer, read [L] for overruns
-  std::atomic<uint64_t> tail_{0};          // written [L], read by the consumer
+  // Each on a cache line of its own: the two threads write one each, and [L] fields next to
+  // either would move between their cores with every push and reap.
+  alignas(64) std::atomic<uint64_t> head_{0};  // written by the consumer, read [L] for overruns
+  alignas(64) std::atomic<uint64_t> tail_{0};  // written [L], read by the consumer
   std::atomic<bool> ever_delayed_{false};  // written [L]: set_delay() was called (sticky)
-  uint64_t polls_ = 0;                     // [L] counted by the locked path only
+  alignas(64) uint64_t polls_ = 0;         // [L] counted by the locked path only
   bool armed_ = false;             // [L]
   bool failed_ = false;            // [L] fail(): in error
   CompletionDelay delay_{};        // [L]
