@@ -399,22 +399,28 @@ def machine_section():
             f"benchmark: ring, bdev and verbs_sim_bench with `--benchmark_min_time="
             f"{meta.get('min_time', '?')}`, the full stack {meta['seconds']} s each."]
 
-def vm_boot_rows(r):
-    """One boot's runs from the scenario's results.tsv: {(workload, host, target): IOPS}, the
-    mean over the boot's rounds (a ninth column; results without it: one round)."""
-    iops = {}
+def vm_boot_runs(r):
+    """One boot's runs from the scenario's results.tsv: {(workload, host, target): [(IOPS,
+    target CPU s, host CPU s, guest busy s)]}, one entry per round (a ninth column; results
+    without it: one round)."""
+    runs_of = {}
     path = os.path.join(os.path.dirname(r["file"]), "results.tsv")
     try:
         with open(path) as f:
             for line in f:
                 cols = line.rstrip("\n").split("\t")
                 if len(cols) in (8, 9):
-                    iops.setdefault(tuple(cols[:3]), []).append(float(cols[3]))
+                    runs_of.setdefault(tuple(cols[:3]), []).append(
+                        tuple(float(cols[i]) for i in (3, 4, 5, 6)))
     except OSError:
         pass
-    return {k: statistics.mean(v) for k, v in iops.items()}
+    return runs_of
 
-def vm_boot_cpu(r):
+def vm_boot_iops(runs_of):
+    """{(workload, host, target): IOPS}, the mean over the boot's rounds."""
+    return {k: statistics.mean(run[0] for run in v) for k, v in runs_of.items()}
+
+def vm_boot_cpu(r, runs_of):
     """One boot's CPU per I/O in us: {(workload, host, target): (guest busy, target, host)},
     each run's CPU seconds (over its wall time, start-up included) over IOPS x the scenario's
     run length, the mean over the boot's rounds; {} when the run length is not in the table."""
@@ -426,14 +432,11 @@ def vm_boot_cpu(r):
     if not m:
         return {}
     seconds, per = float(m.group(1)), {}
-    path = os.path.join(os.path.dirname(r["file"]), "results.tsv")
-    with open(path) as f:
-        for line in f:
-            cols = line.rstrip("\n").split("\t")
-            if len(cols) in (8, 9) and float(cols[3]) > 0:
-                ios = float(cols[3]) * seconds
-                per.setdefault(tuple(cols[:3]), []).append(
-                    tuple(float(cols[i]) / ios * 1e6 for i in (6, 4, 5)))
+    for key, rounds in runs_of.items():
+        for iops, tgt, hst, busy in rounds:
+            if iops > 0:
+                ios = iops * seconds
+                per.setdefault(key, []).append((busy / ios * 1e6, tgt / ios * 1e6, hst / ios * 1e6))
     return {k: tuple(statistics.mean(x[i] for x in v) for i in range(3)) for k, v in per.items()}
 
 # The scenario's names (tests/vm/scenarios/side_by_side_rxe.sh).
@@ -451,14 +454,18 @@ VM_MIXED = [("kernel", "poll", "kernel host on our target, poll"),
             ("ours-intr", "kernel", "our host (interrupt) on the kernel target")]
 
 def vm_section():
-    boots = []
+    boots, cpu = [], []
     for r in sorted(runs.get(("vm", "side_by_side"), []), key=lambda r: r["round"]):
-        rows = vm_boot_rows(r) if r["rc"] == 0 and os.path.exists(r["file"]) else {}
+        runs_of = vm_boot_runs(r) if r["rc"] == 0 and os.path.exists(r["file"]) else {}
+        rows = vm_boot_iops(runs_of)
         if not rows:
             failures.append(f"vm side_by_side_rxe boot {r['round']}: exit {r['rc']}"
                             + ("" if r["rc"] != 0 else ", no results"))
             continue
         boots.append((r, rows))
+        boot_cpu = vm_boot_cpu(r, runs_of)
+        if boot_cpu:
+            cpu.append(boot_cpu)
     if not boots:
         return ["The VM runs failed: no figures."]
     n = len(boots)
@@ -498,7 +505,6 @@ def vm_section():
             ratio = max(ours) / max(others)
             cells.append(f"{'yes' if ratio >= 1.0 else 'NO'} ({ratio:.2f})")
         out.append(f"| {wname} | {' | '.join(cells)} |")
-    cpu = [c for c in (vm_boot_cpu(r) for r, _ in boots) if c]
     if cpu:
         out += ["", "Guest CPU per I/O in microseconds, the median of the boots: both vCPUs' busy "
                 "time (target CPU / host CPU) over the run, per I/O done; the kernel target's "
@@ -737,7 +743,6 @@ n=0
 run() {
   local rc=0
   n=$((n + 1))
-  mkdir -p "$raw/logs"
   timeout -k 15 "$4" "${cmd[@]}" >"$raw/logs/$n-$1.log" 2>&1 || rc=$?
   printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rc" "$out" >>"$raw/runs.tsv"
   say "$(printf '%3d %-9s %-20s round %s exit %s' "$n" "$1" "$2" "$3" "$rc")"
@@ -748,7 +753,7 @@ rtt() {
   rtt_cmd "$1" "$2" "$3" "$raw"
   timeout -k 5 60 "${cmd[@]}" >"$raw/logs/$out.log" 2>&1 || say "core_rtt_bench failed: $raw/logs/$out.log"
 }
-mkdir -p "$raw/logs"
+mkdir -p "$raw/logs"  # every run's and round trip's output
 phase_start all
 # The microbenchmarks, interleaved by binary.
 if ((${#gbench[@]})); then
