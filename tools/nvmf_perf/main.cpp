@@ -7,6 +7,7 @@
 //              [--memreg-switch-policies A,B,..]]
 //             [--json FILE] [--sim-bdev null|malloc|nvme] [--sim-profile P]
 //             [--sim-remote-invalidate on|off] [--sim-send-fence profile|reads|key-updates]
+//             [--sim-payload copy|skip]
 //             [--sim-race-one-in N (mlx5-2017-rare)] [--sim-bdev-size-mib MIB] ...
 //
 // TRID: 'trtype:RDMA traddr:10.0.0.1 trsvcid:4420 subnqn:nqn...' (NVMe-oF over RDMA), or

@@ -271,6 +271,7 @@ std::string check_sim(const Options& options, Settings* s) {
     const char* sim_only = !options.sim_bdev.empty()                ? "--sim-bdev"
                            : !options.sim_profile.empty()           ? "--sim-profile"
                            : !options.sim_remote_invalidate.empty() ? "--sim-remote-invalidate"
+                           : !options.sim_payload.empty()           ? "--sim-payload"
                            : options.sim_send_fence_given           ? "--sim-send-fence"
                            : options.sim_race_one_in_given          ? "--sim-race-one-in"
                            : !options.chaos.empty()                 ? "--chaos"
@@ -299,6 +300,16 @@ std::string check_sim(const Options& options, Settings* s) {
       return "--sim-remote-invalidate: '" + options.sim_remote_invalidate + "' is not on or off";
     }
     s->sim_remote_invalidate = options.sim_remote_invalidate == "on";
+  }
+  if (!options.sim_payload.empty()) {
+    if (options.sim_payload != "copy" && options.sim_payload != "skip") {
+      return "--sim-payload: '" + options.sim_payload + "' is not copy or skip";
+    }
+    s->sim_payload_skip = options.sim_payload == "skip";
+    if (s->sim_payload_skip && options.verify) {
+      return "--sim-payload skip cannot be used with --verify: no data would reach the target "
+             "or come back";
+    }
   }
   if (options.sim_send_fence_given) {
     if (!is_one_of(options.sim_send_fence, kSimSendFenceNames)) {
@@ -595,6 +606,11 @@ int parse_command_line(int argc, const char* const* argv, Options* options, std:
                  "LOCAL_INV in --sim-race-one-in lags: the race, rare)");
   app.add_option("--sim-remote-invalidate", o.sim_remote_invalidate,
                  "on (default): the sim target answers with SEND_WITH_INV; off: never");
+  app.add_option("--sim-payload", o.sim_payload,
+                 "copy (default): the sim copies every RDMA READ and WRITE payload, on the "
+                 "thread that posts it; skip: not those to or from the workers' I/O buffers "
+                 "(every key and bounds check still made), as a real HCA's DMA costs no CPU: "
+                 "two cores then measure the stack, not the copies (refused with --verify)");
   auto* send_fence = app.add_option(
       "--sim-send-fence", o.sim_send_fence,
       "what IBV_SEND_FENCE waits for in the sim: profile (default: reads on rxe, key-updates "

@@ -107,6 +107,7 @@ struct Options {
   std::string sim_bdev;              // --sim-bdev; empty = not given
   std::string sim_profile;           // --sim-profile; empty = not given (rxe)
   std::string sim_remote_invalidate; // --sim-remote-invalidate; empty = not given (on)
+  std::string sim_payload;           // --sim-payload; empty = not given (copy)
   std::string sim_send_fence;        // --sim-send-fence
   bool sim_send_fence_given = false;
   uint32_t sim_race_one_in = 0;      // --sim-race-one-in
@@ -172,6 +173,9 @@ struct Settings {
   uint64_t sim_bdev_bytes = kSimNullBytesDefault;
   std::string sim_profile = "rxe";
   bool sim_remote_invalidate = true;
+  // --sim-payload skip: the sim moves no payload of the workers' RDMA READs and WRITEs
+  // (SimProvider::skip_payloads on their buffers); refused with --verify.
+  bool sim_payload_skip = false;
   // What IBV_SEND_FENCE waits for in the sim (SimOpts::send_fence): profile, reads or
   // key-updates.
   std::string sim_send_fence = "profile";

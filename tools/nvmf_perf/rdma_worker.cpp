@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "verbs/sim/sim.h"
 
 NVMF_LOG_COMPONENT_DECLARE(nvmf_perf);
 
@@ -47,17 +48,33 @@ std::string RdmaWorker::setup(bool* usage_error) {
     *usage_error = true;
     return reason;
   }
+  if (std::string reason = allocate_buffers(); !reason.empty()) return reason;
   const uint32_t qpairs = static_cast<uint32_t>(qpairs_.size());
+  size_t offset = 0;
   for (WorkerCore::NsState& ns : core_.namespaces()) {
     for (uint32_t i = 0; i < s.queue_depth; ++i) {
-      void* buffer = params_.host->dma_alloc(s.io_size_bytes);
-      if (buffer == nullptr) {
-        return core_.who() + "Host::dma_alloc(" + std::to_string(s.io_size_bytes) +
-               ") failed after " + std::to_string(core_.tasks().size()) +
-               " buffers: lower -q, -o, -c or --ns-count";
-      }
       const auto dealt = static_cast<uint32_t>(core_.tasks().size() % qpairs);
-      core_.add_task(ns, static_cast<uint8_t*>(buffer), this).queue = dealt;
+      core_.add_task(ns, buffers_ + offset, this).queue = dealt;
+      offset += s.io_size_bytes;
+    }
+  }
+  return "";
+}
+
+std::string RdmaWorker::allocate_buffers() {
+  const Settings& s = *params_.core.settings;
+  const size_t count = core_.namespaces().size() * size_t{s.queue_depth};
+  const size_t bytes = count * s.io_size_bytes;
+  buffers_ = static_cast<uint8_t*>(params_.host->dma_alloc(bytes));
+  if (buffers_ == nullptr) {
+    return core_.who() + "Host::dma_alloc(" + std::to_string(bytes) + ") for " +
+           std::to_string(count) + " buffers of -o " + std::to_string(s.io_size_bytes) +
+           " failed: lower -q, -o, -c or --ns-count";
+  }
+  if (params_.skip_payloads_of != nullptr) {
+    auto skipped = params_.skip_payloads_of->skip_payloads(buffers_, bytes);
+    if (!skipped) {
+      return core_.who() + "--sim-payload skip: " + skipped.error().detail;
     }
   }
   return "";
@@ -282,11 +299,10 @@ void RdmaWorker::teardown() noexcept {
     ::close(sleeper_.epoll_fd);
     sleeper_.epoll_fd = -1;
   }
-  for (Task& task : core_.tasks()) {
-    if (task.buffer != nullptr) {
-      params_.host->dma_free(task.buffer);
-      task.buffer = nullptr;
-    }
+  for (Task& task : core_.tasks()) task.buffer = nullptr;
+  if (buffers_ != nullptr) {
+    params_.host->dma_free(buffers_);
+    buffers_ = nullptr;
   }
 }
 

@@ -1,6 +1,7 @@
 // A worker on an NVMe-oF controller: I/O qpairs of its own (host::IoQpair; -P of them, one by
 // default), `-q` tasks per namespace dealt to them in turn (task k on qpair k mod P, for good),
-// each with a buffer from Host::dma_alloc. The tasks, the pending list and the
+// each with a buffer carved from one Host::dma_alloc block per worker (one range for
+// --sim-payload skip to mark). The tasks, the pending list and the
 // verify bookkeeping are WorkerCore's; this class submits through the qpair and maps its
 // answers: busy -> retry, bad_state / disconnected (the qpair reconnects) -> retry, anything
 // else -> an error. With --memreg-switch-every the worker asks its qpairs for the next memreg
@@ -21,6 +22,10 @@
 #include "nvmf/host.h"
 #include "worker.h"
 
+namespace nvmf::verbs::sim {
+class SimProvider;
+}
+
 namespace nvmf::perf {
 
 struct RdmaWorkerParams {
@@ -33,6 +38,9 @@ struct RdmaWorkerParams {
   // process_admin_completions(): host.h does not promise the controller's control path is
   // safe to enter from several threads at once.
   std::mutex* controller_mutex = nullptr;
+  // --sim-payload skip: the host's simulated HCA, told to move no payload to or from the
+  // worker's buffers (SimProvider::skip_payloads). nullptr: payloads are copied.
+  verbs::sim::SimProvider* skip_payloads_of = nullptr;
 };
 
 class RdmaWorker final : public Worker {
@@ -64,6 +72,7 @@ class RdmaWorker final : public Worker {
   }
   static void on_complete(void* ctx, const spec::Status& status) noexcept;
   std::string allocate_qpairs();
+  std::string allocate_buffers();
   std::string check_qpair_depth() const;
   void add_qpair_stats(const host::IoQpairStats& stats) noexcept;
 
@@ -106,6 +115,7 @@ class RdmaWorker final : public Worker {
 
   RdmaWorkerParams params_;
   std::vector<std::unique_ptr<host::IoQpair>> qpairs_;  // -P
+  uint8_t* buffers_ = nullptr;  // every task's buffer, -o bytes each, from Host::dma_alloc
   host::IoQpairStats qpair_stats_{};                    // summed over qpairs_ by teardown()
   MemregCycle cycle_;
   Sleeper sleeper_;

@@ -68,7 +68,12 @@ nlohmann::ordered_json per_io_json(const Summary& summary) {
   for (const WorkCounter& counter : kOtherWorkCounters) {
     json[counter.name] = round4(per_io(work.*counter.count, ios));
   }
-  if (summary.sim) json["sim_work_steps"] = round4(per_io(summary.sim_work.steps(), ios));
+  if (summary.sim) {
+    json["sim_work_steps"] = round4(per_io(summary.sim_work.steps(), ios));
+    json["sim_payload_bytes_copied"] = round4(per_io(summary.sim_work.payload_bytes_copied, ios));
+    json["sim_payload_bytes_skipped"] =
+        round4(per_io(summary.sim_work.payload_bytes_skipped, ios));
+  }
   return json;
 }
 
@@ -86,8 +91,12 @@ std::string per_io_line(const Summary& summary) {
                 per_io(work.cqes_reaped, ios));
   std::string text = line;
   if (summary.sim) {
-    std::snprintf(line, sizeof(line), "; sim: %.2f work steps (WRs taken + CQEs written)",
-                  per_io(summary.sim_work.steps(), ios));
+    std::snprintf(line, sizeof(line),
+                  "; sim: %.2f work steps (WRs taken + CQEs written), payload bytes %.0f "
+                  "copied, %.0f skipped",
+                  per_io(summary.sim_work.steps(), ios),
+                  per_io(summary.sim_work.payload_bytes_copied, ios),
+                  per_io(summary.sim_work.payload_bytes_skipped, ios));
     text += line;
   }
   return text + "\n";

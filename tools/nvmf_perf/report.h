@@ -77,6 +77,9 @@ struct SimWorkCounts {
   uint64_t host_cqes = 0;
   uint64_t target_wrs = 0;
   uint64_t target_cqes = 0;
+  // Payload bytes both HCAs copied, and those they did not (--sim-payload skip).
+  uint64_t payload_bytes_copied = 0;
+  uint64_t payload_bytes_skipped = 0;
   uint64_t steps() const noexcept { return host_wrs + host_cqes + target_wrs + target_cqes; }
 };
 

@@ -151,7 +151,7 @@ struct AdminPoll {
 std::vector<std::unique_ptr<Worker>> make_rdma_workers(
     const Settings& settings, host::Host* host, host::Controller* controller,
     const std::vector<host::Namespace*>& namespaces, uint32_t queue_entries, const Clock* clock,
-    std::mutex* controller_mutex) {
+    std::mutex* controller_mutex, verbs::sim::SimProvider* skip_payloads_of) {
   std::vector<std::unique_ptr<Worker>> workers;
   for (uint32_t i = 0; i < settings.cores; ++i) {
     RdmaWorkerParams params;
@@ -161,6 +161,7 @@ std::vector<std::unique_ptr<Worker>> make_rdma_workers(
     params.namespaces = namespaces;
     params.queue_entries = static_cast<uint16_t>(queue_entries);
     params.controller_mutex = controller_mutex;
+    params.skip_payloads_of = skip_payloads_of;
     workers.push_back(std::make_unique<RdmaWorker>(params));
   }
   return workers;
@@ -193,6 +194,10 @@ int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Work
     sim_work_of(sim->host_counters(), &summary.sim_work.host_wrs, &summary.sim_work.host_cqes);
     sim_work_of(sim->target_counters(), &summary.sim_work.target_wrs,
                 &summary.sim_work.target_cqes);
+    for (const verbs::sim::SimCounters& c : {sim->host_counters(), sim->target_counters()}) {
+      summary.sim_work.payload_bytes_copied += c.bytes_moved;
+      summary.sim_work.payload_bytes_skipped += c.bytes_skipped;
+    }
   }
   std::printf("\n%s", format_table(rows, summary).c_str());
   const bool nvme_sim = sim != nullptr && settings.sim_bdev == SimBdevKind::nvme;
@@ -269,7 +274,8 @@ int run_rdma(const Settings& settings) {
   std::mutex controller_mutex;
   std::vector<std::unique_ptr<Worker>> workers =
       make_rdma_workers(settings, host->get(), controller.get(), namespaces, plan.queue_entries,
-                        &clock, &controller_mutex);
+                        &clock, &controller_mutex,
+                        sim && settings.sim_payload_skip ? &sim->host_sim() : nullptr);
   std::unique_ptr<ChaosInjector> chaos;
   if (sim && !settings.chaos_faults.empty()) chaos = std::make_unique<ChaosInjector>(settings, *sim);
   AdminPoll admin{controller.get(), &controller_mutex, chaos.get(), &clock};

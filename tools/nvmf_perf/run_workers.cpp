@@ -327,6 +327,7 @@ nlohmann::ordered_json config_json(const Settings& settings, uint32_t ns_count,
     config["sim_bdev_bytes"] = settings.sim_bdev_bytes;
     config["sim_profile"] = settings.sim_profile;
     config["sim_remote_invalidate"] = settings.sim_remote_invalidate;
+    config["sim_payload"] = settings.sim_payload_skip ? "skip" : "copy";
     config["sim_send_fence"] = settings.sim_send_fence;  // as given; config.sim: as applied
     if (settings.sim_race_one_in != 0) config["sim_race_one_in"] = settings.sim_race_one_in;
     if (!settings.chaos_faults.empty()) {

@@ -191,6 +191,12 @@ void Fabric::progress() noexcept {
 // ---------------------------------------------------------------------------------------
 // Device and key table
 
+bool SimDevice::add_payload_skip_range(uint64_t addr, uint64_t length) noexcept {
+  if (payload_skip_count_ == payload_skip_ranges_.size()) return false;
+  payload_skip_ranges_[payload_skip_count_++] = AddressRange{addr, addr + length};
+  return true;
+}
+
 bool SimDevice::add_slot(KeySlot& slot, uint8_t key8) {
   uint32_t index = 0;
   const bool table_full = slots_.size() > caps_.max_mw || slots_.size() > 0xFFFFFFu;
@@ -659,6 +665,18 @@ void SimProvider::set_unreachable(const std::string& address, bool unreachable) 
   } else {
     fabric_->unreachable.erase(address);
   }
+}
+
+Result<void> SimProvider::skip_payloads(const void* addr, size_t bytes) noexcept {
+  const auto begin = reinterpret_cast<uint64_t>(addr);
+  if (bytes == 0 || begin + bytes < begin) {
+    return Unexpected(Errc::invalid_argument, "skip_payloads: an empty or wrapping range");
+  }
+  std::lock_guard lock(fabric_->mu);
+  if (!device_->add_payload_skip_range(begin, bytes)) {
+    return Unexpected(Errc::invalid_argument, "skip_payloads: kPayloadSkipRangesMax ranges");
+  }
+  return {};
 }
 
 SimCounters SimProvider::counters() const noexcept {

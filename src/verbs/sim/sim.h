@@ -71,6 +71,10 @@
 
 namespace nvmf::verbs::sim {
 
+// The most address ranges one device's SimProvider::skip_payloads may mark (a fixed table:
+// the check runs for every RDMA READ and WRITE).
+inline constexpr uint32_t kPayloadSkipRangesMax = 16;
+
 // How memory-management WQEs (BIND_MW, LOCAL_INV) are ordered against later WQEs, and how
 // long their key changes take to become visible (memreg-2017-race.md sections 3, 4 and 6).
 // Every profile: a BIND_MW, a LOCAL_INV and a remote SEND_WITH_INV change the key for remote
@@ -178,6 +182,7 @@ struct SimCounters {
   uint64_t remote_access_errors = 0;  // remote accesses this device refused
   uint64_t injected_faults = 0;       // WRs failed by fail_next_wrs()
   uint64_t bytes_moved = 0;           // payload bytes of successful SEND/WRITE/READ issued here
+  uint64_t bytes_skipped = 0;         // READ/WRITE payload bytes not moved (skip_payloads)
   uint64_t cq_overruns = 0;           // CQEs dropped: a CQ was full (a test bug) or in error
   uint64_t async_events = 0;          // async events raised on this device (any cause)
   uint64_t connects = 0;              // connect() calls from this device
@@ -260,6 +265,17 @@ class SimProvider final : public Provider {
   void refuse_connections(const std::string& address, uint16_t port, RefuseMode mode);
   // resolve() of this address ends in `unreachable` after its timeout.
   void set_unreachable(const std::string& address, bool unreachable);
+
+  // --- Benchmark substrate ---
+  // RDMA READs and WRITEs whose remote range lies inside [addr, addr + bytes) of this
+  // device's memory move no payload: every check (QP state, key, access, bounds) is made and
+  // the WR completes as before; the issuing device's SimCounters::bytes_skipped counts what
+  // was not copied. A real HCA moves payloads by DMA, without the CPU; the sim copies them on
+  // the thread that rings the doorbell, which in a two-thread run is the target's reactor for
+  // every read (docs/performance.md measures the share). `nvmf_perf --sim-payload skip` marks
+  // its I/O buffers so that two cores measure the stack. SENDs always move their payload.
+  // invalid_argument: bytes 0, or more than kPayloadSkipRangesMax ranges. Setup path.
+  Result<void> skip_payloads(const void* addr, size_t bytes) noexcept;
 
   // --- Observation ---
   SimCounters counters() const noexcept;  // this device

@@ -9,6 +9,7 @@
 // MonotonicClock never block).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -184,6 +185,16 @@ class SimDevice final : public Device {
   }
   const std::vector<KeySlot*>& slots() const noexcept { return slots_; }
 
+  // [L] SimProvider::skip_payloads: is [addr, addr + length) inside one marked range?
+  bool add_payload_skip_range(uint64_t addr, uint64_t length) noexcept;
+  bool skips_payload(uint64_t addr, uint64_t length) const noexcept {
+    for (uint32_t i = 0; i < payload_skip_count_; ++i) {
+      const AddressRange& range = payload_skip_ranges_[i];
+      if (addr >= range.begin && addr < range.end && range.end - addr >= length) return true;
+    }
+    return false;
+  }
+
   SimCounters counters;  // [L]
 
  private:
@@ -194,6 +205,12 @@ class SimDevice final : public Device {
   std::deque<AsyncEvent> async_events_;        // [L]
   std::atomic<bool> has_async_events_{false};  // !async_events_.empty(), read without the lock
   const int async_fd_;                         // [I] eventfd, readable while events wait
+  struct AddressRange {
+    uint64_t begin = 0;
+    uint64_t end = 0;  // exclusive
+  };
+  std::array<AddressRange, kPayloadSkipRangesMax> payload_skip_ranges_{};  // [L]
+  uint32_t payload_skip_count_ = 0;                                         // [L]
 };
 
 class SimPd final : public ProtectionDomain {

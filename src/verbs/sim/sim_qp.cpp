@@ -679,10 +679,14 @@ void SimQp::execute_rdma(SendWqe& wqe, uint64_t position) noexcept {
     fail(wqe, WcStatus::remote_access_error);
     return;
   }
+  if (is_read) wqe.byte_len = static_cast<uint32_t>(length);
+  if (peer->device_.skips_payload(wqe.remote_addr, length)) {
+    device_.counters.bytes_skipped += length;
+    return;
+  }
   auto* remote = reinterpret_cast<uint8_t*>(wqe.remote_addr);
   if (is_read) {
     copy_from_flat(sq_sges_at(position), wqe.num_sge, remote, length);
-    wqe.byte_len = static_cast<uint32_t>(length);
   } else {
     copy_to_flat(remote, sq_sges_at(position), wqe.num_sge,
                  is_inline ? inline_at(position) : nullptr, length);

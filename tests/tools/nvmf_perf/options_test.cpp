@@ -57,6 +57,7 @@ TEST(PerfOptions, SimDefaults) {
   EXPECT_EQ(s.sim_bdev_bytes, kSimNullBytesDefault);
   EXPECT_EQ(s.sim_profile, "rxe");
   EXPECT_TRUE(s.sim_remote_invalidate);
+  EXPECT_FALSE(s.sim_payload_skip) << "payloads are copied unless told";
   EXPECT_EQ(s.sim_send_fence, "profile");
   EXPECT_EQ(s.sim_race_one_in, 0u) << "the sim's default";
   EXPECT_EQ(s.memreg, "global");
@@ -199,6 +200,7 @@ TEST(PerfOptions, BadValuesNameTheOption) {
   expect_refused({"--sim", "-w", "read", "--sim-profile", "mlx4"}, "--sim-profile");
   expect_refused({"--sim", "-w", "read", "--sim-remote-invalidate", "yes"},
                  "--sim-remote-invalidate");
+  expect_refused({"--sim", "-w", "read", "--sim-payload", "none"}, "--sim-payload");
   expect_refused({"--sim", "-w", "read", "--memreg", "fast"}, "--memreg");
   expect_refused({"--sim", "-w", "read", "--log-level", "loud"}, "--log-level");
   expect_refused({"--sim", "-w", "read", "--io-queue-size", "1"}, "--io-queue-size");
@@ -212,12 +214,20 @@ TEST(PerfOptions, NullBdevCannotVerify) {
   EXPECT_EQ(parse({"--sim", "-w", "randrw", "--verify", "--sim-bdev", "malloc"}).error, "");
 }
 
+TEST(PerfOptions, SkippedPayloadsCannotVerify) {
+  expect_refused({"--sim", "-w", "randrw", "--verify", "--sim-payload", "skip"},
+                 "--sim-payload skip cannot be used with --verify");
+  EXPECT_TRUE(parse({"--sim", "-w", "randread", "--sim-payload", "skip"}).settings.sim_payload_skip);
+  EXPECT_EQ(parse({"--sim", "-w", "randrw", "--verify", "--sim-payload", "copy"}).error, "");
+}
+
 TEST(PerfOptions, SimOptionsNeedSim) {
   const std::string trid = "trtype:RDMA traddr:10.0.0.1";
   expect_refused({"-r", trid, "-w", "read", "--sim-bdev", "malloc"}, "--sim-bdev needs --sim");
   expect_refused({"-r", trid, "-w", "read", "--sim-profile", "rxe"}, "--sim-profile needs --sim");
   expect_refused({"-r", trid, "-w", "read", "--sim-remote-invalidate", "off"},
                  "--sim-remote-invalidate needs --sim");
+  expect_refused({"-r", trid, "-w", "read", "--sim-payload", "skip"}, "--sim-payload needs --sim");
   expect_refused({"-r", trid, "-w", "read", "--sim-bdev-size-mib", "8"},
                  "--sim-bdev-size-mib needs --sim");
   expect_refused({"-r", trid, "-w", "read", "--sim-send-fence", "reads"},

@@ -181,9 +181,10 @@ TEST(PerfReport, WorkPerIoOnTheRdmaPath) {
       << table;
   EXPECT_EQ(table.find("sim:"), std::string::npos) << "no sim line without --sim";
 
-  // --sim: the simulated HCAs' work as well, 2180000 steps over 200000 I/Os.
+  // --sim: the simulated HCAs' work as well, 2180000 steps over 200000 I/Os, and the payload
+  // bytes they copied and skipped.
   summary.sim = true;
-  summary.sim_work = {600000, 580000, 600000, 400000};
+  summary.sim_work = {600000, 580000, 600000, 400000, 409600000, 819200000};
   json = summary_json(summary);
   names = keys(json);
   EXPECT_EQ(std::vector<std::string>(names.end() - 3, names.end()),
@@ -191,8 +192,12 @@ TEST(PerfReport, WorkPerIoOnTheRdmaPath) {
   EXPECT_EQ(json["sim_work"]["host"]["wrs"].get<uint64_t>(), 600000u);
   EXPECT_EQ(json["sim_work"]["target"]["cqes"].get<uint64_t>(), 400000u);
   EXPECT_DOUBLE_EQ(json["per_io"]["sim_work_steps"].get<double>(), 10.9);
+  EXPECT_DOUBLE_EQ(json["per_io"]["sim_payload_bytes_copied"].get<double>(), 2048);
+  EXPECT_DOUBLE_EQ(json["per_io"]["sim_payload_bytes_skipped"].get<double>(), 4096);
   table = format_table({}, summary);
-  EXPECT_NE(table.find("; sim: 10.90 work steps (WRs taken + CQEs written)\n"), std::string::npos)
+  EXPECT_NE(table.find("; sim: 10.90 work steps (WRs taken + CQEs written), payload bytes 2048 "
+                       "copied, 4096 skipped\n"),
+            std::string::npos)
       << table;
   EXPECT_FALSE(summary_json(Summary{}).contains("per_io")) << "only on the RDMA path";
 }

@@ -2,6 +2,7 @@
 // RDMA WRITE/READ, SRQ, inline, signaling, ordering, RNR, flush).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <span>
 
 #include "sim_test_util.h"
@@ -265,6 +266,64 @@ TEST(SimData, RdmaWriteAndReadMoveDataBetweenRegisteredBuffers) {
   EXPECT_EQ(count_status(wcs, WcStatus::success), 2u);
   EXPECT_TRUE(filled(pair.host.buffer, 8192, 4096, 3));
   EXPECT_TRUE(filled(pair.target.buffer, 16384, 1024, 4));
+}
+
+TEST(SimData, SkippedPayloadsAreCheckedButNotMoved) {
+  PairOpts opts;
+  opts.two_devices = true;
+  SimPair pair(opts);
+  ASSERT_NE(pair.target.qp, nullptr);
+  // The host's [8192, 16384) is marked: READs and WRITEs wholly inside it move nothing.
+  ASSERT_TRUE(pair.host_provider().skip_payloads(pair.host.buffer.data() + 8192, 8192));
+  fill(pair.target.buffer, 0, 4096, 3);
+  fill(pair.target.buffer, 20000, 4096, 5);
+  fill(pair.host.buffer, 32768, 1024, 4);
+  Sge write_sge = pair.target.sge(0, 4096);
+  Sge skipped_read_sge = pair.target.sge(20000, 4096);
+  Sge straddling_sge = pair.target.sge(0, 4096);
+  Sge read_sge = pair.target.sge(16384, 1024);
+  const uint32_t rkey = pair.host.mr->rkey();
+  ASSERT_TRUE(pair.target.qp->post_send(
+      rdma_wr(WrOpcode::rdma_write, 1, &write_sge, pair.host.addr(8192), rkey)));
+  ASSERT_TRUE(pair.target.qp->post_send(
+      rdma_wr(WrOpcode::rdma_read, 2, &skipped_read_sge, pair.host.addr(12288), rkey)));
+  ASSERT_TRUE(pair.target.qp->post_send(  // ends 2 KiB past the range: moved
+      rdma_wr(WrOpcode::rdma_write, 3, &straddling_sge, pair.host.addr(14336), rkey)));
+  ASSERT_TRUE(pair.target.qp->post_send(  // outside: moved
+      rdma_wr(WrOpcode::rdma_read, 4, &read_sge, pair.host.addr(32768), rkey)));
+  ASSERT_TRUE(pair.target.qp->flush());
+  auto wcs = pair.collect(*pair.target.send_cq, 4);
+  ASSERT_EQ(wcs.size(), 4u);
+  EXPECT_EQ(count_status(wcs, WcStatus::success), 4u);
+  EXPECT_EQ(wcs[1].byte_len, 4096u);  // a skipped READ still reports its length
+  EXPECT_TRUE(std::all_of(pair.host.buffer.begin() + 8192, pair.host.buffer.begin() + 12288,
+                          [](uint8_t byte) { return byte == 0; }));  // not written
+  EXPECT_TRUE(filled(pair.target.buffer, 20000, 4096, 5));  // not read into
+  EXPECT_TRUE(filled(pair.host.buffer, 14336, 4096, 3));
+  EXPECT_TRUE(filled(pair.target.buffer, 16384, 1024, 4));
+  SimCounters counters = pair.target_provider().counters();
+  EXPECT_EQ(counters.bytes_skipped, 8192u);
+  EXPECT_EQ(counters.bytes_moved, 4096u + 1024u);
+
+  // The checks still run: a bad key into the marked range fails the QP as before.
+  ASSERT_TRUE(pair.target.qp->post_send(
+      rdma_wr(WrOpcode::rdma_write, 5, &write_sge, pair.host.addr(8192), rkey ^ 0xFFu)));
+  ASSERT_TRUE(pair.target.qp->flush());
+  wcs = pair.collect(*pair.target.send_cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::remote_access_error);
+}
+
+TEST(SimData, SkipPayloadsRefusesEmptyRangesAndTooMany) {
+  auto provider = SimProvider::create();
+  ASSERT_TRUE(provider);
+  std::vector<uint8_t> memory(kPayloadSkipRangesMax + 1);
+  EXPECT_EQ((*provider)->skip_payloads(memory.data(), 0).error().code, Errc::invalid_argument);
+  for (uint32_t i = 0; i < kPayloadSkipRangesMax; ++i) {
+    EXPECT_TRUE((*provider)->skip_payloads(memory.data() + i, 1));
+  }
+  EXPECT_EQ((*provider)->skip_payloads(memory.data() + kPayloadSkipRangesMax, 1).error().code,
+            Errc::invalid_argument);
 }
 
 TEST(SimData, InlineSendCopiesAtPostTime) {
