@@ -66,14 +66,19 @@ done
 ! grep -q "^section vm:" <<<"$out"
 check "--dry-run: no vm section without --vm" $? "$out"
 count=$(grep -c "nvmf_perf --sim " <<<"$out")
-check "--dry-run: 6 nvmf_perf runs in each of 3 rounds" $((count != 18)) "$count"
+check "--dry-run: 2 x 6 nvmf_perf runs in each of 3 rounds" $((count != 36)) "$count"
+count=$(grep -c "nvmf_perf --sim .*stack-[a-z0-9-]*-2s-[0-9].json --sim-payload skip$" <<<"$out")
+check "--dry-run: half of them with --sim-payload skip" $((count != 18)) "$count"
 count=$(grep -c "host_stack_bench --benchmark_min_time=5 " <<<"$out")
 check "--dry-run: 6 host_stack_bench runs in each of 3 rounds" $((count != 18)) "$count"
 count=$(grep -c "core_rtt_bench --benchmark_min_time=0.1 --benchmark_out=RAW/rtt-" <<<"$out")
-check "--dry-run: the round trip before and after each two-core run" $((count != 36)) "$count"
+check "--dry-run: the round trip before and after each two-core run" $((count != 72)) "$count"
 grep -A2 "core_rtt_bench .*rtt-qd128-2-before.json" <<<"$out" | grep -q "nvmf_perf --sim -w randread -q 128 .*stack-qd128-2-2.json" &&
   grep -A2 "core_rtt_bench .*rtt-qd128-2-before.json" <<<"$out" | grep -q "rtt-qd128-2-after.json"
 check "--dry-run: the round trips bracket their run" $? "$out"
+grep -A2 "core_rtt_bench .*rtt-qd128-2s-2-before.json" <<<"$out" | grep -q "stack-qd128-2s-2.json --sim-payload skip" &&
+  grep -A2 "core_rtt_bench .*rtt-qd128-2s-2-before.json" <<<"$out" | grep -q "rtt-qd128-2s-2-after.json"
+check "--dry-run: ... also around a --sim-payload skip run" $? "$out"
 for shape in "-w randread -q 1 " "-w randread -q 128 " "-w randread -q 64 " \
   "-w randrw -M 70 -q 64 " "-w randwrite -q 64 " "-w randread -q 8 "; do
   grep -q -- "$shape" <<<"$out"
@@ -164,6 +169,15 @@ for name, label in cells:
             "stack", f"{name}/2", rnd)
         put(f"stack-{name}-1-{rnd}.json", gb([("BM_FullStack/real_time", {"IOPS": iops / 2})]),
             "stack", f"{name}/1", rnd)
+        # --sim-payload skip: 1.5 x the copying runs; vCPUs near in both rounds.
+        put(f"stack-{name}-2s-{rnd}.json", {
+            "iops": (iops + (0 if name == "qd128" else -1_000_000)) * 3 // 2, "errors": 0,
+            "verify_failures": 0, "account": {"ok": True}, "cpu_s": 10.0,
+            "lat_us": {"p50": 8.0, "p99": 16.0, "p999": 24.0}},
+            "stack", f"{name}/2s", rnd)
+        for when in ("before", "after"):
+            json.dump(gb([("BM_CacheLineRoundTrip/0/1/real_time", {"real_time": 95.0, "time_unit": "ns"})]),
+                      open(os.path.join(raw, f"rtt-{name}-2s-{rnd}-{when}.json"), "w"))
         # Round 1's vCPUs drifted apart during the run (after: 450 ns), round 2's stayed near.
         for when, t in (("before", 90.0), ("after", 450.0 if rnd == 1 else 92.0 - (name == "qd1") * 4)):
             json.dump(gb([("BM_CacheLineRoundTrip/0/1/real_time", {"real_time": t, "time_unit": "ns"})]),
@@ -181,7 +195,7 @@ json.dump({"commit": "abc1234", "dirty": 0, "runs": 2, "seconds": 5, "min_time":
                      "callgrind": load},
            "phase_of": {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "stack",
                         "callgrind": "callgrind", "vm": "vm", "machine": "all"},
-           "stack_cells": [{"name": n, "label": l} for n, l in cells],
+           "stack_cells": [{"name": n, "label": l} for n, l in cells], "payload_skip": True,
            "machine": {"cpu": "Canned CPU @ 1 GHz", "cores": 2, "memory": "8 GiB",
                        "os": "Canned OS", "kernel": "6.1.0-canned", "compiler": "g++ (canned) 12.2",
                        "build_type": "Release", "build": "build-release", "gbench": "1.7.1"}},
@@ -213,6 +227,7 @@ expect_line "ring: /real_time names matched" "| \`BM_MpscRingCrossThread\` | one
 expect_line "bdev: qd 1 and qd 32" "| null, write | 80 | 12.5 M | 25 M | 50%, 50% |"
 expect_line "verbs-sim: payload" "| \`BM_SimSendRecv/4096\` (SEND + RECV, 4 KiB) | 250 ns | 4 M/s | 16.4 GB/s | 50% |"
 expect_line "stack: 2 cores, best, median, slowest, lowest CPU share (runs under 95% counted), round trips (far runs counted), latency of the best run" "| randread QD128 | 2 (\`nvmf_perf --sim\`) | 2,000,000 | 1,750,000 | 1,500,000 | 25% | 80% (1 low) | 90-450 (1 far) | 12.0 | 22.0 | 32.0 |"
+expect_line "stack: 2 cores with --sim-payload skip, its own round trips" "| randread QD128 | 2 (\`--sim-payload skip\`) | 3,000,000 | 2,625,000 | 2,250,000 | 25% | 100% | 95-95 | 8.0 | 16.0 | 24.0 |"
 expect_line "stack: 1 core from host_stack_bench's IOPS counter, no round trip" "| randread QD128 | 1 (\`host_stack_bench\`) | 1,000,000 | 875,000 | 750,000 | 25% |  |  |  |  |  |"
 expect_line "stack: far is beyond 2 x the sitting's shortest round trip" "a run is *far* when either exceeded 2 x the sitting's shortest (88 ns)"
 expect_line "stack: near and far runs side by side" "| randread QD128 | 1 | 2,000,000 | 1 | 1,500,000 | 1.33 |"

@@ -15,7 +15,9 @@
 #              host, sim and the target's reactor polled in turn from one thread) and on two
 #              (nvmf_perf --sim -c 1: one host worker, the target's reactor on its own thread;
 #              each such run between two measurements of the cache-line round trip between
-#              the two CPUs, tests/bench/core_rtt_bench, which tells the vCPU placements apart)
+#              the two CPUs, tests/bench/core_rtt_bench, which tells the vCPU placements apart),
+#              and on two again with --sim-payload skip (the sim copies no READ or WRITE
+#              payload, as a real HCA's DMA costs no CPU: the stack's own rate)
 #   callgrind  instructions per I/O per side and the top items (tools/bench/callgrind-per-io.sh)
 #   vm         with --vm only: the VM side-by-side run (tests/vm/vm-run.sh side_by_side_rxe)
 #              in --vm-boots guest boots: per workload, each mixed pairing's IOPS over the
@@ -256,9 +258,19 @@ LOW_SHARE = 0.95
 # sitting's shortest ran with its two vCPUs placed apart (see core_rtt_bench).
 FAR = 2.0
 
-def rtt_ns(cell, rnd, when):
+# The stack section's run variants: one core (host_stack_bench), two (nvmf_perf --sim), two
+# with the sim's payload copies skipped (--sim-payload skip).
+VARIANTS = ("1", "2", "2s")
+VARIANT_TOOL = {"1": "1 (`host_stack_bench`)", "2": "2 (`nvmf_perf --sim`)",
+                "2s": "2 (`--sim-payload skip`)"}
+
+def rtt_tag(cell, variant):
+    """The round-trip files' name part of a two-core variant (as rtt_cmd names them)."""
+    return cell if variant == "2" else f"{cell}-{variant}"
+
+def rtt_ns(tag, rnd, when):
     """The cache-line round trip measured before or after a two-core run, in ns, or None."""
-    j = load_json(os.path.join(raw, f"rtt-{cell}-{rnd}-{when}.json"))
+    j = load_json(os.path.join(raw, f"rtt-{tag}-{rnd}-{when}.json"))
     marks = [] if j is None else [b for b in j.get("benchmarks", [])
                                   if b.get("run_type", "iteration") == "iteration"
                                   and not b.get("error_occurred")]
@@ -272,7 +284,8 @@ def stack_runs(cell, cores):
     out = []
     for r in runs.get(("stack", f"{cell['name']}/{cores}"), []):
         j = load_json(r["file"])
-        where = f"{cell['label']}, {cores} core{'s' if cores == '2' else ''}, round {r['round']}"
+        where = (f"{cell['label']}, " + ("1 core" if cores == "1" else "2 cores") +
+                 (", payloads skipped" if cores == "2s" else "") + f", round {r['round']}")
         if r["rc"] != 0 or j is None:
             failures.append(f"{where}: exit {r['rc']}" + ("" if j is not None else ", no JSON"))
             continue
@@ -297,8 +310,8 @@ def stack_runs(cell, cores):
             if "cpu_s" in j:
                 run["share"] = float(j["cpu_s"]) / (2 * float(meta["seconds"]))
             run["lat"] = j["lat_us"]
-            run["rtt"] = (rtt_ns(cell["name"], r["round"], "before"),
-                          rtt_ns(cell["name"], r["round"], "after"))
+            tag = rtt_tag(cell["name"], cores)
+            run["rtt"] = (rtt_ns(tag, r["round"], "before"), rtt_ns(tag, r["round"], "after"))
         out.append(run)
     return out
 
@@ -307,7 +320,8 @@ def is_far(run, nearest):
 
 def stack_section():
     n = meta["runs"]
-    cells = {(c["name"], cores): stack_runs(c, cores) for c in meta["stack_cells"] for cores in ("1", "2")}
+    variants = [v for v in VARIANTS if v != "2s" or meta.get("payload_skip", False)]
+    cells = {(c["name"], v): stack_runs(c, v) for c in meta["stack_cells"] for v in variants}
     all_rtt = [x for rs in cells.values() for r in rs for x in r["rtt"] if x is not None]
     nearest = min(all_rtt) if all_rtt else None
     rows = [f"{n} interleaved runs of each, {meta['seconds']} s each (nvmf_perf's `-t`, "
@@ -320,15 +334,21 @@ def stack_section():
             "(`core_rtt_bench`), measured before and after each two-core run, the range over "
             f"the runs; a run is *far* when either exceeded {FAR:g} x the sitting's shortest "
             + ("" if nearest is None else f"({nearest:.0f} ns)") +
-            ": its vCPUs were placed apart.", "",
+            ": its vCPUs were placed apart." +
+            ("" if "2s" not in variants else
+             " `--sim-payload skip`: the same two-core run, but the sim copies no RDMA READ or "
+             "WRITE payload of the host's I/O buffers (every check and completion as before; "
+             "a real HCA moves payloads by DMA, without the CPU, while the sim copies them on "
+             "the posting thread, mostly the target's reactor): the rate of the stack itself."),
+            "",
             f"| workload (4 KiB) | cores | IOPS, best of {n} | median | slowest | spread "
             "| CPU | round trip ns | p50 us | p99 us | p99.9 us |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cell in meta["stack_cells"]:
-        for cores in ("1", "2"):
+        for cores in variants:
             rs = cells[(cell["name"], cores)]
             label = cell["label"]
-            tool = "1 (`host_stack_bench`)" if cores == "1" else "2 (`nvmf_perf --sim`)"
+            tool = VARIANT_TOOL[cores]
             if not rs:
                 rows.append(f"| {label} | {tool} | failed | | | | | | | | |")
                 continue
@@ -347,13 +367,14 @@ def stack_section():
                         f"| {statistics.median(iops):,.0f} | {min(iops):,.0f} "
                         f"| {spread(iops):.0f}% | {share} | {rtt} | {' | '.join(lat)} |")
     near_far = []
-    for cell in meta["stack_cells"]:
-        rs = cells[(cell["name"], "2")]
+    for cell, cores in ((c, v) for c in meta["stack_cells"] for v in variants if v != "1"):
+        rs = cells[(cell["name"], cores)]
         near = [r["iops"] for r in rs if nearest is not None and not is_far(r, nearest)
                 and None not in r["rtt"]]
         far = [r["iops"] for r in rs if is_far(r, nearest)]
+        label = cell["label"] + (", payloads skipped" if cores == "2s" else "")
         if near and far:
-            near_far.append(f"| {cell['label']} | {len(near)} | {statistics.median(near):,.0f} "
+            near_far.append(f"| {label} | {len(near)} | {statistics.median(near):,.0f} "
                             f"| {len(far)} | {statistics.median(far):,.0f} "
                             f"| {statistics.median(near) / statistics.median(far):.2f} |")
     if near_far:
@@ -634,22 +655,26 @@ gbench_cmd() {  # gbench_cmd BINARY ROUND RAW
   cmd=("$build/tests/bench/$1" "--benchmark_min_time=$min_time" "--benchmark_out=$3/$out"
        --benchmark_out_format=json)
 }
-stack_cmd() {  # stack_cmd CELL-INDEX CORES ROUND RAW
+stack_cmd() {  # stack_cmd CELL-INDEX VARIANT ROUND RAW (VARIANT: 1, 2 or 2s, see variants())
   local name pargs sargs
   IFS='|' read -r name _ pargs sargs <<<"${stack_cells[$1]}"
   out="stack-$name-$2-$3.json"
-  if [[ "$2" == 2 ]]; then
+  if [[ "$2" != 1 ]]; then
     # shellcheck disable=SC2206 # the cell's arguments are words
     cmd=("$perf" --sim $pargs -o 4096 -c 1 -t "$seconds" --seed 1 --json "$4/$out")
+    [[ "$2" == 2 ]] || cmd+=(--sim-payload skip)
   else
     # shellcheck disable=SC2206
     cmd=("$stack_bench" "--benchmark_min_time=$seconds" $sargs "--benchmark_out=$4/$out"
          --benchmark_out_format=json)
   fi
 }
-rtt_cmd() {  # rtt_cmd CELL-INDEX ROUND before|after RAW: the round trip around a two-core run
-  out="rtt-$(stack_cell_name "$1")-$2-$3.json"
-  cmd=("$build/tests/bench/core_rtt_bench" --benchmark_min_time=0.1 "--benchmark_out=$4/$out"
+rtt_cmd() {  # rtt_cmd CELL-INDEX VARIANT ROUND before|after RAW: the round trip around a two-core run
+  local tag variant="$2" round="$3" when="$4" raw_dir="$5"
+  tag=$(stack_cell_name "$1")
+  [[ "$variant" == 2 ]] || tag+="-$variant"  # rtt_tag() in the renderer
+  out="rtt-$tag-$round-$when.json"
+  cmd=("$build/tests/bench/core_rtt_bench" --benchmark_min_time=0.1 "--benchmark_out=$raw_dir/$out"
        --benchmark_out_format=json)
 }
 callgrind_cmd() {  # callgrind_cmd RAW
@@ -670,6 +695,9 @@ order() {
   else for ((i = $2 - 1; i >= 0; i--)); do echo "$i"; done; fi
 }
 stack_cell_name() { cut -d'|' -f1 <<<"${stack_cells[$1]}"; }
+# The stack cell's runs in round ROUND: 1 core, 2 cores, 2 cores with --sim-payload skip (2s);
+# the two-core pair in turn first, so drift favours neither.
+variants() { ((${1} % 2)) && echo 2 2s 1 || echo 1 2s 2; }
 
 if ((dry_run)); then
   echo "perf-report --dry-run: sections ${sections[*]}; ${runs} runs each; into $output"
@@ -693,10 +721,10 @@ if ((dry_run)); then
       stack)
         for ((round = 1; round <= runs; round++)); do
           for i in $(order "$round" "${#stack_cells[@]}"); do
-            for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do
-              if [[ "$cores" == 2 ]]; then rtt_cmd "$i" "$round" before RAW; show "${cmd[@]}"; fi
-              stack_cmd "$i" "$cores" "$round" RAW; show "${cmd[@]}"
-              if [[ "$cores" == 2 ]]; then rtt_cmd "$i" "$round" after RAW; show "${cmd[@]}"; fi
+            for variant in $(variants "$round"); do
+              if [[ "$variant" != 1 ]]; then rtt_cmd "$i" "$variant" "$round" before RAW; show "${cmd[@]}"; fi
+              stack_cmd "$i" "$variant" "$round" RAW; show "${cmd[@]}"
+              if [[ "$variant" != 1 ]]; then rtt_cmd "$i" "$variant" "$round" after RAW; show "${cmd[@]}"; fi
             done
           done
         done ;;
@@ -750,7 +778,7 @@ run() {
 # rtt CELL-INDEX ROUND before|after: the round trip beside a two-core run (a failure only
 # leaves its JSON out: the table then shows no round trip for that run)
 rtt() {
-  rtt_cmd "$1" "$2" "$3" "$raw"
+  rtt_cmd "$1" "$2" "$3" "$4" "$raw"
   timeout -k 5 60 "${cmd[@]}" >"$raw/logs/$out.log" 2>&1 || say "core_rtt_bench failed: $raw/logs/$out.log"
 }
 mkdir -p "$raw/logs"  # every run's and round trip's output
@@ -770,12 +798,12 @@ if has stack; then
   phase_start stack
   for ((round = 1; round <= runs; round++)); do
     for i in $(order "$round" "${#stack_cells[@]}"); do
-      for cores in $( ((round % 2)) && echo 2 1 || echo 1 2); do
-        [[ "$cores" == 1 ]] || rtt "$i" "$round" before
-        stack_cmd "$i" "$cores" "$round" "$raw"
+      for variant in $(variants "$round"); do
+        [[ "$variant" == 1 ]] || rtt "$i" "$variant" "$round" before
+        stack_cmd "$i" "$variant" "$round" "$raw"
         # SIGTERM makes nvmf_perf stop, drain and report; SIGKILL if even that hangs.
-        run stack "$(stack_cell_name "$i")/$cores" "$round" $((seconds * 10 + 120))
-        [[ "$cores" == 1 ]] || rtt "$i" "$round" after
+        run stack "$(stack_cell_name "$i")/$variant" "$round" $((seconds * 10 + 120))
+        [[ "$variant" == 1 ]] || rtt "$i" "$variant" "$round" after
       done
     done
   done
@@ -825,7 +853,7 @@ phase_of = {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "st
             "callgrind": "callgrind", "vm": "vm", "machine": "all"}
 json.dump({"commit": e["PR_COMMIT"], "dirty": int(e["PR_DIRTY"]), "runs": int(e["PR_RUNS"]),
            "seconds": int(e["PR_SECONDS"]), "min_time": e["PR_MIN_TIME"], "sections": e["PR_SECTIONS"].split(),
-           "loads": loads, "phase_of": phase_of, "stack_cells": cells,
+           "loads": loads, "phase_of": phase_of, "stack_cells": cells, "payload_skip": True,
            "machine": {"cpu": e["PR_CPU"], "cores": int(e["PR_CORES"]), "memory": e["PR_MEM"],
                        "os": e["PR_OS"], "kernel": e["PR_KERNEL"], "compiler": e["PR_CXX"],
                        "build_type": e["PR_TYPE"], "build": e["PR_BUILD"],
