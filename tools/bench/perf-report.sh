@@ -254,8 +254,8 @@ def us(x):
 # A run whose process got less of its cores than this shared them with other work.
 LOW_SHARE = 0.95
 
-# A two-core run whose round trip, before or after it, exceeded this many times the
-# sitting's shortest ran with its two vCPUs placed apart (see core_rtt_bench).
+# Round trips more than this many times apart belong to two placements of the vCPUs: a
+# two-core run above the widest such jump ran with its vCPUs apart (far_threshold()).
 FAR = 2.0
 
 # The stack section's run variants: one core (host_stack_bench), two (nvmf_perf --sim), two
@@ -315,15 +315,24 @@ def stack_runs(cell, cores):
         out.append(run)
     return out
 
-def is_far(run, nearest):
-    return nearest is not None and any(x is not None and x > FAR * nearest for x in run["rtt"])
+def far_threshold(rtts):
+    """The round trip above which a run counts as far: the widest jump (more than FAR x)
+    between the sitting's sorted round trips, as (below, above); None when there is none (one
+    placement all along). A gap, not a multiple of the shortest: one freak short reading (a
+    pair of hyperthreads) must not make every run far."""
+    xs = sorted(rtts)
+    jumps = [(b / a, a, b) for a, b in zip(xs, xs[1:]) if a > 0 and b > FAR * a]
+    return None if not jumps else max(jumps)[1:]
+
+def is_far(run, gap):
+    return gap is not None and any(x is not None and x > gap[0] for x in run["rtt"])
 
 def stack_section():
     n = meta["runs"]
     variants = [v for v in VARIANTS if v != "2s" or meta.get("payload_skip", False)]
     cells = {(c["name"], v): stack_runs(c, v) for c in meta["stack_cells"] for v in variants}
     all_rtt = [x for rs in cells.values() for r in rs for x in r["rtt"] if x is not None]
-    nearest = min(all_rtt) if all_rtt else None
+    gap = far_threshold(all_rtt)
     rows = [f"{n} interleaved runs of each, {meta['seconds']} s each (nvmf_perf's `-t`, "
             "host_stack_bench's `--benchmark_min_time`, wall-clock rates); latency percentiles "
             "of the best nvmf_perf run (host_stack_bench measures none). CPU: the share of its "
@@ -332,8 +341,10 @@ def stack_section():
             "mean little (the host worker and the reactor wait on each other: a half core "
             "taken from one halves both). Round trip: a cache line's between the two CPUs "
             "(`core_rtt_bench`), measured before and after each two-core run, the range over "
-            f"the runs; a run is *far* when either exceeded {FAR:g} x the sitting's shortest "
-            + ("" if nearest is None else f"({nearest:.0f} ns)") +
+            "the runs; a run is *far* when either lies above the widest jump (more than "
+            f"{FAR:g} x) between the sitting's sorted round trips"
+            + (" (none: one placement all along)" if gap is None else
+               f" (here from {gap[0]:.0f} to {gap[1]:.0f} ns)") +
             ": its vCPUs were placed apart." +
             ("" if "2s" not in variants else
              " `--sim-payload skip`: the same two-core run, but the sim copies no RDMA READ or "
@@ -361,7 +372,7 @@ def stack_section():
             share = "" if not shares else f"{min(shares):.0%}" + \
                 (f" ({sum(x < LOW_SHARE for x in shares)} low)" if min(shares) < LOW_SHARE else "")
             rtts = [x for r in rs for x in r["rtt"] if x is not None]
-            far = sum(is_far(r, nearest) for r in rs)
+            far = sum(is_far(r, gap) for r in rs)
             rtt = "" if not rtts else f"{min(rtts):.0f}-{max(rtts):.0f}" + (f" ({far} far)" if far else "")
             rows.append(f"| {label} | {tool} | {max(iops):,.0f}{runs_note} "
                         f"| {statistics.median(iops):,.0f} | {min(iops):,.0f} "
@@ -369,9 +380,9 @@ def stack_section():
     near_far = []
     for cell, cores in ((c, v) for c in meta["stack_cells"] for v in variants if v != "1"):
         rs = cells[(cell["name"], cores)]
-        near = [r["iops"] for r in rs if nearest is not None and not is_far(r, nearest)
+        near = [r["iops"] for r in rs if gap is not None and not is_far(r, gap)
                 and None not in r["rtt"]]
-        far = [r["iops"] for r in rs if is_far(r, nearest)]
+        far = [r["iops"] for r in rs if is_far(r, gap)]
         label = cell["label"] + (", payloads skipped" if cores == "2s" else "")
         if near and far:
             near_far.append(f"| {label} | {len(near)} | {statistics.median(near):,.0f} "
