@@ -241,6 +241,27 @@ if sim_run counts_global -w randread -t 1; then
   done
 fi
 
+# --sim-payload skip: two workers (two buffer blocks, two marked ranges), 8 KiB reads and
+# writes (above the 4 KiB of in-capsule data, so a write's data is an RDMA READ too): every
+# I/O's 8 KiB skipped, only the 64-byte capsule and the 16-byte response copied (and the admin
+# queue's few KiB over the whole run). A SEND's payload is always copied: 4 KiB writes carry
+# their data in the capsule. With --verify it is refused.
+if sim_run payload_skip -w randrw -M 50 -c 2 -q 8 -o 8192 -t 1 --sim-payload skip; then
+  json_is payload_skip .config.sim_payload skip
+  skipped=$(json_get "$work/payload_skip.json" .per_io.sim_payload_bytes_skipped)
+  copied=$(json_get "$work/payload_skip.json" .per_io.sim_payload_bytes_copied)
+  python3 -c 'import sys; s, c = map(float, sys.argv[1:]); sys.exit(0 if abs(s - 8192) < 0.5 and 80 <= c < 82 else 1)' \
+    "$skipped" "$copied"
+  check "payload_skip: 8192 bytes skipped and 80 copied per I/O" $? "skipped $skipped copied $copied"
+fi
+if sim_run payload_copy -w randrw -M 50 -q 8 -t 1; then
+  json_is payload_copy .per_io.sim_payload_bytes_skipped 0
+fi
+"$perf" --sim -w randrw -t 1 --verify --sim-payload skip >"$work/payload_verify.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "cannot be used with --verify" "$work/payload_verify.log"
+check "--sim-payload skip with --verify: usage error" $? "status $rc: $(tail -3 "$work/payload_verify.log")"
+
 # The seed's race, rare (mlx5-2017-rare: one bind or LOCAL_INV in 50 lags): the 2017 host
 # (unsafe) without remote invalidation, so every read's window is invalidated by a host
 # LOCAL_INV. Binds fail with status 6 and the queue reconnects, with the seed's log lines;
