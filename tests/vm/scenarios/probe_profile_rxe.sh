@@ -13,6 +13,10 @@
 # (hw_counters: packets, SENDs, RNR NAKs, retries, duplicates). Those two are read just outside
 # the CPU window (their reads take time), so their per-I/O figures are a little off (SENDs per
 # I/O 1.9-2.6 where 2 are sent); ratios between them (packets per SEND) are not affected.
+# Before the window, nvmf_tgt's threads' scheduler states in 30 snapshots (state, where it
+# sleeps, which vCPU); over the window, each thread's seconds on a vCPU and waiting for one
+# (/proc/PID/task/TID/schedstat): whether the reactors sleep while the host waits, or stay
+# runnable and queue for a vCPU that the host's fio and the softirq work hold.
 #   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS]]]]]]
 #     KEYS: more transport keys for TGT's configuration only, e.g. '"max_srq_depth": 256'
 #     TGT default NVMF_BUILD_DIR/tools/nvmf_tgt; RW: fio's --rw (randread, randwrite, randrw)
@@ -79,6 +83,16 @@ hw_counters() {  # one process: under TCG every fork costs milliseconds of the w
     /sys/class/infiniband/*/ports/*/hw_counters/*
 }
 
+# sched_times: "THREAD-NAME/TID ON-CPU-NS WAITING-NS" of nvmf_tgt's threads ($pid), builtins only.
+sched_times() {
+  local t c run wait
+  for t in /proc/"$pid"/task/*; do
+    read -r c <"$t/comm" || true
+    read -r run wait _ <"$t/schedstat" || true
+    echo "$c/${t##*/} $run $wait"
+  done
+}
+
 # profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
 # /proc/PID/stat and reactor statistics) read around SECONDS - 2 of it, disconnect, report.
 profile() {
@@ -96,13 +110,40 @@ profile() {
     --output-format=json --output="$logs/$name.json" &
   fio_pid=$!
   sleep 1
+  # nvmf_tgt's threads' states (R running or waiting for a vCPU, S sleeping, and where), 30
+  # snapshots with shell builtins only (a fork costs milliseconds under TCG), before the window.
+  if [ -n "$pid" ]; then
+    local k t c l w up0 up1 f
+    read -r up0 _ </proc/uptime
+    for ((k = 0; k < 30; k++)); do
+      for t in /proc/"$pid"/task/*; do
+        read -r c <"$t/comm" || true
+        read -r l <"$t/stat" || true
+        read -r w <"$t/wchan" || true  # no newline at its end: read fails, w is set
+        l="${l##*) }"
+        f=($l)  # from field 3 (state) on: field 39 (processor) is f[36]
+        echo "$c ${f[0]} ${w:-0} cpu${f[36]}"
+      done
+    done >"$logs/$name.states"
+    read -r up1 _ </proc/uptime
+    echo "PROBE $name: nvmf_tgt thread states in 30 snapshots over ${up0}-${up1} s of uptime:" \
+      "$(sort "$logs/$name.states" | uniq -c | sort -rn | tr -s ' ' | tr '\n' ';')"
+  fi
   # The CPU window is between the two /proc/stat reads; the slower reads (an RPC, awk) stay
   # outside it, so their processes are not charged to the I/O.
   reactors >"$logs/$name.loops0"
   hw_counters >"$logs/$name.hw0"
   { head -1 /proc/stat; own; } >"$logs/$name.stat"
+  [ -z "$pid" ] || sched_times >"$logs/$name.sched0"
   sleep "$((seconds - 2))"
   { head -1 /proc/stat; own; } >>"$logs/$name.stat"
+  if [ -n "$pid" ]; then
+    sched_times >"$logs/$name.sched1"
+    echo "PROBE $name: nvmf_tgt threads over the window, seconds on a vCPU / waiting for one:" \
+      "$(awk 'NR == FNR { run[$1] = $2; wait[$1] = $3; next }
+              $1 in run { printf "%s %.2f / %.2f; ", $1, ($2 - run[$1]) / 1e9, ($3 - wait[$1]) / 1e9 }' \
+           "$logs/$name.sched0" "$logs/$name.sched1")"
+  fi
   reactors >"$logs/$name.loops1"
   hw_counters >"$logs/$name.hw1"
   wait "$fio_pid" || fail "$name: fio failed"
