@@ -191,13 +191,12 @@ int report_rdma(const Settings& settings, const std::vector<std::unique_ptr<Work
   summary.mode = completion_mode_name(settings.mode);
   if (sim != nullptr) {
     summary.sim = true;
-    sim_work_of(sim->host_counters(), &summary.sim_work.host_wrs, &summary.sim_work.host_cqes);
-    sim_work_of(sim->target_counters(), &summary.sim_work.target_wrs,
-                &summary.sim_work.target_cqes);
-    for (const verbs::sim::SimCounters& c : {sim->host_counters(), sim->target_counters()}) {
-      summary.sim_work.payload_bytes_copied += c.bytes_moved;
-      summary.sim_work.payload_bytes_skipped += c.bytes_skipped;
-    }
+    const verbs::sim::SimCounters host = sim->host_counters();
+    const verbs::sim::SimCounters target = sim->target_counters();
+    sim_work_of(host, &summary.sim_work.host_wrs, &summary.sim_work.host_cqes);
+    sim_work_of(target, &summary.sim_work.target_wrs, &summary.sim_work.target_cqes);
+    summary.sim_work.payload_bytes_copied = host.bytes_moved + target.bytes_moved;
+    summary.sim_work.payload_bytes_skipped = host.bytes_skipped + target.bytes_skipped;
   }
   std::printf("\n%s", format_table(rows, summary).c_str());
   const bool nvme_sim = sim != nullptr && settings.sim_bdev == SimBdevKind::nvme;

@@ -83,10 +83,10 @@ hw_counters() {  # one process: under TCG every fork costs milliseconds of the w
     /sys/class/infiniband/*/ports/*/hw_counters/*
 }
 
-# sched_times: "THREAD-NAME/TID ON-CPU-NS WAITING-NS" of nvmf_tgt's threads ($pid), builtins only.
+# sched_times PID: "THREAD-NAME/TID ON-CPU-NS WAITING-NS" of each thread of PID, builtins only.
 sched_times() {
   local t c run wait
-  for t in /proc/"$pid"/task/*; do
+  for t in /proc/"$1"/task/*; do
     read -r c <"$t/comm" || true
     read -r run wait _ <"$t/schedstat" || true
     echo "$c/${t##*/} $run $wait"
@@ -134,11 +134,11 @@ profile() {
   reactors >"$logs/$name.loops0"
   hw_counters >"$logs/$name.hw0"
   { head -1 /proc/stat; own; } >"$logs/$name.stat"
-  [ -z "$pid" ] || sched_times >"$logs/$name.sched0"
+  [ -z "$pid" ] || sched_times "$pid" >"$logs/$name.sched0"
   sleep "$((seconds - 2))"
   { head -1 /proc/stat; own; } >>"$logs/$name.stat"
   if [ -n "$pid" ]; then
-    sched_times >"$logs/$name.sched1"
+    sched_times "$pid" >"$logs/$name.sched1"
     echo "PROBE $name: nvmf_tgt threads over the window, seconds on a vCPU / waiting for one:" \
       "$(awk 'NR == FNR { run[$1] = $2; wait[$1] = $3; next }
               $1 in run { printf "%s %.2f / %.2f; ", $1, ($2 - run[$1]) / 1e9, ($3 - wait[$1]) / 1e9 }' \
