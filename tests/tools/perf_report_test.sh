@@ -197,7 +197,7 @@ json.dump({"commit": "abc1234", "dirty": 0, "runs": 2, "seconds": 5, "min_time":
                      "callgrind": load},
            "phase_of": {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "stack",
                         "callgrind": "callgrind", "vm": "vm", "machine": "all"},
-           "stack_cells": [{"name": n, "label": l} for n, l in cells], "payload_skip": True,
+           "stack_cells": [{"name": n, "label": l} for n, l in cells],
            "machine": {"cpu": "Canned CPU @ 1 GHz", "cores": 2, "memory": "8 GiB",
                        "os": "Canned OS", "kernel": "6.1.0-canned", "compiler": "g++ (canned) 12.2",
                        "build_type": "Release", "build": "build-release", "gbench": "1.7.1"}},
@@ -231,7 +231,7 @@ expect_line "verbs-sim: payload" "| \`BM_SimSendRecv/4096\` (SEND + RECV, 4 KiB)
 expect_line "stack: 2 cores, best, median, slowest, lowest CPU share (runs under 95% counted), round trips (far runs counted), latency of the best run" "| randread QD128 | 2 (\`nvmf_perf --sim\`) | 2,000,000 | 1,750,000 | 1,500,000 | 25% | 80% (1 low) | 90-450 (1 far) | 12.0 | 22.0 | 32.0 |"
 expect_line "stack: 2 cores with --sim-payload skip, its own round trips" "| randread QD128 | 2 (\`--sim-payload skip\`) | 3,000,000 | 2,625,000 | 2,250,000 | 25% | 100% | 95-95 | 8.0 | 16.0 | 24.0 |"
 expect_line "stack: 1 core from host_stack_bench's IOPS counter, no round trip" "| randread QD128 | 1 (\`host_stack_bench\`) | 1,000,000 | 875,000 | 750,000 | 25% |  |  |  |  |  |"
-expect_line "stack: far is above the widest jump between the sitting's round trips" "a run is *far* when either lies above the widest jump (more than 2 x) between the sitting's sorted round trips (here from 95 to 450 ns)"
+expect_line "stack: far is the upper of two groups of the sitting's round trips" "a run is *far* when either lies in the upper of two groups the sitting's round trips split into (tightest split in log scale, kept when the groups' medians are more than 2 x apart) (here from 95 to 450 ns)"
 expect_line "stack: near and far runs side by side" "| randread QD128 | 1 | 2,000,000 | 1 | 1,500,000 | 1.33 |"
 expect_line "callgrind: host and budget" "| host side: libnvmf_host and the RDMA host queue | 442 | 450 |"
 expect_line "callgrind: the sim by caller" "| simulated HCA (called by the host: 865, by the target: 1,753) | 2,618 | |"

@@ -133,7 +133,7 @@ dirty_count() { git status --porcelain --untracked-files=no 2>/dev/null | wc -l;
 render() {  # render RAW-DIR
   [[ -f "$output" ]] || cp "$doc" "$output"
   python3 - "$1" "$output" <<'PY'
-import json, os, re, statistics, sys
+import json, math, os, re, statistics, sys
 
 raw, out_path = sys.argv[1:3]
 meta = json.load(open(os.path.join(raw, "meta.json")))
@@ -254,8 +254,9 @@ def us(x):
 # A run whose process got less of its cores than this shared them with other work.
 LOW_SHARE = 0.95
 
-# Round trips more than this many times apart belong to two placements of the vCPUs: a
-# two-core run above the widest such jump ran with its vCPUs apart (far_threshold()).
+# Two groups of round trips whose medians are more than this many times apart are two
+# placements of the vCPUs: a two-core run in the upper group ran with its vCPUs apart
+# (far_threshold()).
 FAR = 2.0
 
 # The stack section's run variants: one core (host_stack_bench), two (nvmf_perf --sim), two
@@ -263,6 +264,7 @@ FAR = 2.0
 VARIANTS = ("1", "2", "2s")
 VARIANT_TOOL = {"1": "1 (`host_stack_bench`)", "2": "2 (`nvmf_perf --sim`)",
                 "2s": "2 (`--sim-payload skip`)"}
+VARIANT_NOTE = {"1": "", "2": "", "2s": ", payloads skipped"}  # after a cell's label
 
 def rtt_tag(cell, variant):
     """The round-trip files' name part of a two-core variant (as rtt_cmd names them)."""
@@ -285,7 +287,7 @@ def stack_runs(cell, cores):
     for r in runs.get(("stack", f"{cell['name']}/{cores}"), []):
         j = load_json(r["file"])
         where = (f"{cell['label']}, " + ("1 core" if cores == "1" else "2 cores") +
-                 (", payloads skipped" if cores == "2s" else "") + f", round {r['round']}")
+                 VARIANT_NOTE[cores] + f", round {r['round']}")
         if r["rc"] != 0 or j is None:
             failures.append(f"{where}: exit {r['rc']}" + ("" if j is not None else ", no JSON"))
             continue
@@ -316,20 +318,37 @@ def stack_runs(cell, cores):
     return out
 
 def far_threshold(rtts):
-    """The round trip above which a run counts as far: the widest jump (more than FAR x)
-    between the sitting's sorted round trips, as (below, above); None when there is none (one
-    placement all along). A gap, not a multiple of the shortest: one freak short reading (a
-    pair of hyperthreads) must not make every run far."""
-    xs = sorted(rtts)
-    jumps = [(b / a, a, b) for a, b in zip(xs, xs[1:]) if a > 0 and b > FAR * a]
-    return None if not jumps else max(jumps)[1:]
+    """The round trip above which a run counts as far, as (below, above): the sitting's round
+    trips split in two where the split is tightest in log scale (two-means), kept when the
+    upper group's median exceeds FAR x the lower's; None when not (one placement all along).
+    Not a multiple of the shortest (one freak short reading, a pair of hyperthreads, would
+    make every run far) nor the widest jump between neighbours (readings taken while a vCPU
+    moved fill the gap)."""
+    xs = sorted(x for x in rtts if x > 0)
+    logs = [math.log(x) for x in xs]
+    def spread(part):
+        mean = sum(part) / len(part)
+        return sum((v - mean) ** 2 for v in part)
+    best = None
+    for k in range(1, len(xs)):
+        cost = spread(logs[:k]) + spread(logs[k:])
+        if best is None or cost < best[0]:
+            best = (cost, k)
+    if best is None:
+        return None
+    k = best[1]
+    if statistics.median(xs[k:]) <= FAR * statistics.median(xs[:k]):
+        return None
+    return xs[k - 1], xs[k]
 
 def is_far(run, gap):
     return gap is not None and any(x is not None and x > gap[0] for x in run["rtt"])
 
 def stack_section():
     n = meta["runs"]
-    variants = [v for v in VARIANTS if v != "2s" or meta.get("payload_skip", False)]
+    # Results kept before the skip runs existed have none: their table stays as it was.
+    variants = [v for v in VARIANTS if v != "2s" or
+                any(("stack", f"{c['name']}/2s") in runs for c in meta["stack_cells"])]
     cells = {(c["name"], v): stack_runs(c, v) for c in meta["stack_cells"] for v in variants}
     all_rtt = [x for rs in cells.values() for r in rs for x in r["rtt"] if x is not None]
     gap = far_threshold(all_rtt)
@@ -341,8 +360,9 @@ def stack_section():
             "mean little (the host worker and the reactor wait on each other: a half core "
             "taken from one halves both). Round trip: a cache line's between the two CPUs "
             "(`core_rtt_bench`), measured before and after each two-core run, the range over "
-            "the runs; a run is *far* when either lies above the widest jump (more than "
-            f"{FAR:g} x) between the sitting's sorted round trips"
+            "the runs; a run is *far* when either lies in the upper of two groups the "
+            "sitting's round trips split into (tightest split in log scale, kept when the "
+            f"groups' medians are more than {FAR:g} x apart)"
             + (" (none: one placement all along)" if gap is None else
                f" (here from {gap[0]:.0f} to {gap[1]:.0f} ns)") +
             ": its vCPUs were placed apart." +
@@ -383,7 +403,7 @@ def stack_section():
         near = [r["iops"] for r in rs if gap is not None and not is_far(r, gap)
                 and None not in r["rtt"]]
         far = [r["iops"] for r in rs if is_far(r, gap)]
-        label = cell["label"] + (", payloads skipped" if cores == "2s" else "")
+        label = cell["label"] + VARIANT_NOTE[cores]
         if near and far:
             near_far.append(f"| {label} | {len(near)} | {statistics.median(near):,.0f} "
                             f"| {len(far)} | {statistics.median(far):,.0f} "
@@ -864,7 +884,7 @@ phase_of = {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "st
             "callgrind": "callgrind", "vm": "vm", "machine": "all"}
 json.dump({"commit": e["PR_COMMIT"], "dirty": int(e["PR_DIRTY"]), "runs": int(e["PR_RUNS"]),
            "seconds": int(e["PR_SECONDS"]), "min_time": e["PR_MIN_TIME"], "sections": e["PR_SECTIONS"].split(),
-           "loads": loads, "phase_of": phase_of, "stack_cells": cells, "payload_skip": True,
+           "loads": loads, "phase_of": phase_of, "stack_cells": cells,
            "machine": {"cpu": e["PR_CPU"], "cores": int(e["PR_CORES"]), "memory": e["PR_MEM"],
                        "os": e["PR_OS"], "kernel": e["PR_KERNEL"], "compiler": e["PR_CXX"],
                        "build_type": e["PR_TYPE"], "build": e["PR_BUILD"],
