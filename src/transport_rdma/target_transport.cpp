@@ -195,6 +195,10 @@ bool RdmaTargetTransport::listening(const std::string& address, uint16_t port) c
 
 size_t RdmaTargetTransport::connection_count() const noexcept { return connections_.size(); }
 
+size_t RdmaTargetTransport::io_queue_count(size_t index) const noexcept {
+  return index < groups_.size() ? io_queues_on(*groups_[index]) : 0;
+}
+
 RdmaTargetTransport::Stats RdmaTargetTransport::stats() const noexcept {
   Stats stats = stats_;
   for (const auto& group : groups_) {
@@ -314,9 +318,7 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
   connection->transport = this;
   connection->id = std::move(id);
   connection->decision = decision;
-  // New queue pairs are spread over the reactors round-robin, admin queues included.
-  connection->group = groups_[next_group_].get();
-  next_group_ = (next_group_ + 1) % groups_.size();
+  connection->group = pick_group(decision.qid);
   Connection* raw = connection.get();
   connections_.push_back(std::move(connection));
   if (!raw->group->reactor().send(&RdmaPollGroup::on_new_connection, raw)) {
@@ -328,6 +330,44 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
     return;
   }
   ++stats_.connects_accepted;
+}
+
+// I/O queue QID q goes to group (q - 1) mod groups. Hosts number their I/O queues after their
+// CPUs (Linux's nvme-rdma maps CPU i's hardware queue to QID i + 1), so a host with as many
+// queues as there are reactors gets one per reactor, and with the reactors pinned in CPU order
+// (--cpumask) a host on the same machine has each I/O served on the CPU that submitted it, as
+// nvmet serves it in the receiving CPU's softirq. Crossed over (round-robin with the admin
+// queue first), every I/O went from CPU to CPU twice, which cost nvmf_tgt more CPU per I/O
+// (docs/performance.md, the VM probe). Many single-queue hosts would all land on group 0, so a
+// queue whose group already serves two I/O queues more than the least loaded group goes there.
+// Admin queues go round-robin.
+RdmaPollGroup* RdmaTargetTransport::pick_group(uint16_t qid) noexcept {
+  if (qid == 0) {
+    RdmaPollGroup* group = groups_[next_admin_group_].get();
+    next_admin_group_ = (next_admin_group_ + 1) % groups_.size();
+    return group;
+  }
+  RdmaPollGroup* preferred = groups_[(qid - 1u) % groups_.size()].get();
+  RdmaPollGroup* least = preferred;
+  size_t least_queues = io_queues_on(*preferred);
+  const size_t preferred_queues = least_queues;
+  for (const auto& group : groups_) {
+    const size_t queues = io_queues_on(*group);
+    if (queues < least_queues) {
+      least = group.get();
+      least_queues = queues;
+    }
+  }
+  return preferred_queues >= least_queues + 2 ? least : preferred;
+}
+
+size_t RdmaTargetTransport::io_queues_on(const RdmaPollGroup& group) const noexcept {
+  size_t queues = 0;
+  for (const auto& connection : connections_) {
+    if (connection->group == &group && connection->decision.qid != 0 && !connection->released)
+      ++queues;
+  }
+  return queues;
 }
 
 void RdmaTargetTransport::forward_event(Connection& connection, verbs::CmEventType type) noexcept {

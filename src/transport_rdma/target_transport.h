@@ -3,7 +3,8 @@
 // command between the host's RDMA queue pair and the target core (target/request.h).
 //
 // Threads (SPDK's layout): one acceptor reactor polls the CM channel; every connection is
-// handed to a poll group (one per reactor, chosen round-robin) which creates the QP on its
+// handed to a poll group (one per reactor; I/O queue QID q to group q - 1, admin queues
+// round-robin: RdmaTargetTransport::pick_group) which creates the QP on its
 // shared CQ (and SRQ), owns the connection's requests and buffers, and runs the data path.
 // CM events for a connection arrive at the acceptor and are forwarded to the owning group by
 // message. The data path takes no lock, allocates nothing, and rings one doorbell per QP per
@@ -119,6 +120,9 @@ class RdmaTargetTransport {
   const RdmaTargetOpts& opts() const noexcept { return opts_; }
   target::Target& target() const noexcept { return target_; }
   size_t connection_count() const noexcept;
+  // Acceptor thread: the live I/O queues placed on poll group `index` (reactor `index`; the
+  // placement rule is pick_group's), 0 for an index past the last group.
+  size_t io_queue_count(size_t index) const noexcept;
 
   struct Stats {
     uint64_t connects_accepted = 0;
@@ -159,6 +163,9 @@ class RdmaTargetTransport {
   // Acceptor thread: the group (or a refused connect) let go of the connection.
   void mark_released(Connection& connection) noexcept;
   void on_connect_request(const verbs::CmEvent& event) noexcept;
+  // The poll group a new queue pair goes to, and how many live I/O queues a group serves.
+  RdmaPollGroup* pick_group(uint16_t qid) noexcept;
+  size_t io_queues_on(const RdmaPollGroup& group) const noexcept;
   void forward_event(Connection& connection, verbs::CmEventType type) noexcept;
   // Message from a poll group: its side of the connection is gone; free the CM id.
   static void release_connection(void* ctx) noexcept;
@@ -179,7 +186,7 @@ class RdmaTargetTransport {
   const RdmaTargetOpts opts_;
   std::vector<reactor::Reactor*> reactors_;
   std::vector<std::unique_ptr<RdmaPollGroup>> groups_;
-  size_t next_group_ = 0;
+  size_t next_admin_group_ = 0;  // admin queues go round-robin (pick_group)
   std::unique_ptr<verbs::CmChannel> channel_;
   struct Listener {
     std::string address;

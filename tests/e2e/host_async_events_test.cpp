@@ -130,10 +130,16 @@ class HostAsyncEventsTest : public HostFixture {
   // target's QPs it made (admin_target_qps_: the admin queue's), one watched I/O queue
   // (queue_), namespace 1 (ns_) and room for kCommands writes (data_). Call it under
   // ASSERT_NO_FATAL_FAILURE.
-  void open_queue() {
+  // on_reactor_1: an unwatched queue pair takes QID 1 (the target's reactor 0, the admin
+  // queue's) first, so that queue_ is QID 2, on reactor 1 (RdmaTargetTransport::pick_group).
+  void open_queue(bool on_reactor_1 = false) {
     controller_ = connect(kNqn512, recovery_opts());
     ASSERT_NE(controller_, nullptr);
     admin_target_qps_ = target_provider_->qp_nums();
+    if (on_reactor_1) {
+      placeholder_ = alloc_qpair(*controller_);
+      ASSERT_TRUE(placeholder_);
+    }
     queue_ = alloc_watched(*controller_);
     ASSERT_TRUE(queue_.qpair);
     ns_ = controller_->ns(1);
@@ -146,6 +152,7 @@ class HostAsyncEventsTest : public HostFixture {
   void TearDown() override {
     data_.reset();
     queue_.qpair.reset();
+    placeholder_.reset();
     controller_.reset();
     HostFixture::TearDown();
   }
@@ -153,6 +160,7 @@ class HostAsyncEventsTest : public HostFixture {
   std::unique_ptr<host::Controller> controller_;
   std::vector<uint32_t> admin_target_qps_;
   Queue queue_;
+  std::unique_ptr<host::IoQpair> placeholder_;  // open_queue(true)
   host::Namespace* ns_ = nullptr;
   std::unique_ptr<DmaBuffer> data_;
   std::vector<Completion> completions_;  // of write_all
@@ -192,7 +200,7 @@ TEST_F(HostAsyncEventsTest, TargetQpFatalClosesExactlyThatQueuePairAndTheHostRec
 }
 
 TEST_F(HostAsyncEventsTest, TargetCqErrorClosesTheQueuePairsOnItAndLaterOnesGetANewCq) {
-  ASSERT_NO_FATAL_FAILURE(open_queue());  // admin: reactor 0's group; the queue: reactor 1's
+  ASSERT_NO_FATAL_FAILURE(open_queue(true));  // admin: reactor 0's group; the queue: reactor 1's
   Queue& first = queue_;
   ASSERT_EQ(admin_target_qps_.size(), 1u);
   const verbs::CompletionQueue* admin_cq = target_provider_->send_cq_of(admin_target_qps_[0]);
@@ -204,6 +212,7 @@ TEST_F(HostAsyncEventsTest, TargetCqErrorClosesTheQueuePairsOnItAndLaterOnesGetA
   harness_.poll_round();               // the target starts on them
 
   test::LogCapture log;
+  const auto target_before = target_provider_->qp_nums();
   AsyncEvent cq_error;
   cq_error.type = AsyncEventType::cq_error;
   cq_error.cq = failed_cq;
@@ -220,14 +229,13 @@ TEST_F(HostAsyncEventsTest, TargetCqErrorClosesTheQueuePairsOnItAndLaterOnesGetA
   EXPECT_EQ(lines_with(log, "device sim0: CQ_ERR"), 1u);
   EXPECT_TRUE(controller_->connected()) << "the admin queue is on another CQ";
 
-  // The reconnect went to reactor 0; the next queue pair lands on reactor 1 again and gets a
-  // new CQ there (neither the failed one nor reactor 0's).
-  Queue second = alloc_watched(*controller_);
-  ASSERT_TRUE(second.qpair);
-  const verbs::CompletionQueue* second_cq = target_provider_->send_cq_of(second.target_qp);
-  EXPECT_NE(second_cq, failed_cq);
-  EXPECT_NE(second_cq, admin_cq);
-  EXPECT_TRUE(read_back(*ns_, *second.qpair, 5));
+  // The reconnect (QID 2 again: reactor 1) got a new CQ there, neither the failed one nor
+  // reactor 0's.
+  const auto reconnected = added(target_before, target_provider_->qp_nums());
+  ASSERT_EQ(reconnected.size(), 1u);
+  const verbs::CompletionQueue* new_cq = target_provider_->send_cq_of(reconnected.front());
+  EXPECT_NE(new_cq, failed_cq);
+  EXPECT_NE(new_cq, admin_cq);
   EXPECT_TRUE(read_back(*ns_, *first.qpair, 5));
 }
 
@@ -293,6 +301,7 @@ TEST_F(HostAsyncEventsTest, HostCqErrorSettlesWithoutItsCompletionsAndReconnects
 
   // The queue's one CQ stops reporting: not even the drain after the error comes back.
   test::LogCapture log;
+  const auto target_before = target_provider_->qp_nums();
   AsyncEvent cq_error;
   cq_error.type = AsyncEventType::cq_error;
   cq_error.cq = host_provider_->send_cq_of(queue_.host_qp);

@@ -341,14 +341,40 @@ namespace {
 
 void ignore_message(void*) {}
 
+// I/O queue QID q goes to reactor (q - 1) mod 2 whatever came before it (a Linux host's CPU i
+// submits on QID i + 1); admin queues go round-robin. A queue whose reactor already serves two
+// I/O queues more than another goes to the least loaded one instead (single-queue hosts).
+TEST_F(TargetRdmaTest, IoQueuesGoToTheReactorOfTheirQidUnlessItIsTwoQueuesAhead) {
+  RawHost& admin = new_host();
+  const uint16_t cntlid = bring_up_admin(admin);
+  RawHost& second = bring_up_io(cntlid, 2);
+  EXPECT_EQ(transport_->io_queue_count(0), 0u);
+  EXPECT_EQ(transport_->io_queue_count(1), 1u) << "QID 2 on reactor 1";
+  bring_up_io(cntlid, 1);
+  EXPECT_EQ(transport_->io_queue_count(0), 1u) << "QID 1 on reactor 0";
+  // Three more hosts' QID 1 (the CM connect places a queue; no Fabrics Connect needed).
+  const size_t expected_on_0[] = {2, 3, 3};
+  for (size_t expected : expected_on_0) {
+    ASSERT_TRUE(new_host().connect(kSimTargetAddress, kSimTargetPort, 1, 32, 31).established);
+    EXPECT_EQ(transport_->io_queue_count(0), expected);
+  }
+  EXPECT_EQ(transport_->io_queue_count(1), 2u) << "reactor 0 was two ahead: the last went to 1";
+  EXPECT_EQ(transport_->io_queue_count(2), 0u) << "no third reactor";
+
+  // A queue that is gone no longer counts.
+  second.disconnect();
+  ASSERT_TRUE(second.wait_disconnected());
+  EXPECT_TRUE(harness_.poll_until([&] { return transport_->io_queue_count(1) == 1; }, 20000));
+}
+
 // A queue pair torn down on reactor 1 while the acceptor's (reactor 0's) message ring is full:
 // reactor 1 must not spin waiting for room (reactor 0 may be the one waiting on it, and here
 // nobody polls reactor 0 until the teardown has returned); the release goes out at a later
 // poll and the connection is freed. Before the fix, reactor 1's poll_once() never returned.
 TEST_F(TargetRdmaTest, TeardownWithTheAcceptorsRingFullRetriesInsteadOfSpinning) {
   RawHost& admin = new_host();
-  const uint16_t cntlid = bring_up_admin(admin);  // reactor 0 (round-robin: the first queue)
-  RawHost& io = bring_up_io(cntlid);              // reactor 1
+  const uint16_t cntlid = bring_up_admin(admin);  // reactor 0 (the first admin queue)
+  RawHost& io = bring_up_io(cntlid, 2);           // reactor 1 (QID 2)
   ASSERT_EQ(transport_->connection_count(), 2u);
   std::vector<uint8_t> half(32);  // half an SQE: the target closes the queue on reactor 1
   ASSERT_TRUE(io.send_raw_capsule(half));

@@ -193,13 +193,13 @@ TEST_F(TargetReliabilityTest, AbortOfAWriteWaitingForDataBuffers) {
 TEST_F(TargetReliabilityTest, AbortOfAWriteWhoseDataIsOnItsWay) {
   uint16_t cntlid = 0;
   RawHost& admin = bring_up_admin(&cntlid);
-  RawHost& io = bring_up_io(cntlid);
+  RawHost& io = bring_up_io(cntlid, 2);  // QID 2: reactor 1, the admin queue is on 0
   constexpr uint32_t kBlocks = 8;
   fill(io.memory() + kDataOut, kBlocks * kBlockSize, 0x77);
   const spec::Sqe write = rw(io, spec::nvm_opcode::write, 1, 100, kBlocks, kDataOut);
   ASSERT_TRUE(io.send_capsule(write));
   harness_.reactor(1).poll_once();  // the capsule arrives; its READ is posted
-  ASSERT_TRUE(admin.send_capsule(abort_of(admin, 1, write.cid)));
+  ASSERT_TRUE(admin.send_capsule(abort_of(admin, 2, write.cid)));
   harness_.reactor(0).poll_once();  // the Abort runs and goes to reactor 1 by message
   harness_.reactor(1).poll_once();  // the message before the READ's completion
   auto io_done = collect(io, 1);
