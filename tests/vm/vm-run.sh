@@ -22,6 +22,9 @@
 #   NVMF_VM_IOMMU_OPTS    intel-iommu's options with NVMe (default intremap=on)
 #   NVMF_VM_QMP      --qmp: QMP socket RESULTS/qmp.sock and a watcher that runs the guest's
 #                    requests from RESULTS/qmp/ (device_del ID; lib/qmp.sh, README.md)
+#   NVMF_VM_HOST_CPU=1  RESULTS/host_cpu.log: the host CPU of each QEMU thread, per second
+#                    (tests/vm/host_cpu.py), and a "host view" line per window a probe
+#                    announces ("PROBE NAME: window epoch START-END")
 # Exit: the scenario's status; 1 on timeout, guest panic or harness error; 77 (ctest skip)
 # when QEMU or the kernel cannot be had, with the reason printed.
 set -euo pipefail
@@ -349,6 +352,12 @@ while :; do
     qmp_watch </dev/null >/dev/null 2>&1 &
     watch_pid=$!
   fi
+  if [ "${NVMF_VM_HOST_CPU:-0}" = 1 ]; then
+    # timeout's child is QEMU: sample that one (it exits when QEMU does).
+    sleep 0.5
+    python3 "$repo/tests/vm/host_cpu.py" sample "$(pgrep -P "$qemu_pid" | head -1)" \
+      "$results/host_cpu.log" </dev/null >/dev/null 2>&1 &
+  fi
   trap stop_children EXIT
   trap 'exit 1' INT TERM
   qemu_rc=0
@@ -393,6 +402,10 @@ if [ -f "$results/exit_code" ]; then
     fi
   fi
   [ ! -f "$results/timing" ] || say "guest: $(cat "$results/timing")"
+  if [ -s "$results/host_cpu.log" ] && [ -f "$results/scenario.log" ]; then
+    python3 "$repo/tests/vm/host_cpu.py" summarize "$results/host_cpu.log" "$results/scenario.log" |
+      while read -r line; do say "$line"; done
+  fi
   say "scenario $scenario exited $rc after ${elapsed}s (boot + run); logs in $results"
   say "host load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   exit "$rc"

@@ -17,8 +17,14 @@
 # sleeps, which vCPU); over the window, each thread's seconds on a vCPU and waiting for one
 # (/proc/PID/task/TID/schedstat): whether the reactors sleep while the host waits, or stay
 # runnable and queue for a vCPU that the host's fio and the softirq work hold.
-#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS]]]]]]
+#   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS
+#                        [REACTORS ("--reactors 2")]]]]]]]
 #     KEYS: more transport keys for TGT's configuration only, e.g. '"max_srq_depth": 256'
+#     REACTORS: nvmf_tgt's reactor options for both binaries, e.g. "--cpumask 0x3" (pinned)
+# Also per run: fio's IOPS each second and completion latency, context switches per I/O, the
+# scheduler's per-vCPU and load-balancing counters (/proc/schedstat, schedstats turned on),
+# and the window's wall-clock seconds ("window epoch"), for vm-run.sh's host view
+# (NVMF_VM_HOST_CPU=1: how busy QEMU's vCPU threads were on the host meanwhile).
 #     TGT default NVMF_BUILD_DIR/tools/nvmf_tgt; RW: fio's --rw (randread, randwrite, randrw)
 # Runs inside the guest only (vm-run.sh probe_profile_rxe ...). Prints "PROBE ..." lines.
 set -euo pipefail
@@ -33,6 +39,7 @@ rw="${3:-randwrite}"
 tgt_before="${4:-}"
 rounds="${5:-2}"
 keys="${6:-}"
+reactor_args="${7:---reactors 2}"
 ctl="${NVMF_BUILD_DIR:?}/tools/nvmfctl"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -z "$tgt_before" ] || [ -x "$tgt_before" ] || fail "not built: $tgt_before"
@@ -83,14 +90,27 @@ hw_counters() {  # one process: under TCG every fork costs milliseconds of the w
     /sys/class/infiniband/*/ports/*/hw_counters/*
 }
 
-# sched_times PID: "THREAD-NAME/TID ON-CPU-NS WAITING-NS" of each thread of PID, builtins only.
+# sched_times PID: "THREAD-NAME/TID ON-CPU-NS WAITING-NS VOLUNTARY INVOLUNTARY" of each thread
+# of PID (the last two: context switches), builtins only.
 sched_times() {
-  local t c run wait
+  local t c run wait key value vol invol
   for t in /proc/"$1"/task/*; do
     read -r c <"$t/comm" || true
     read -r run wait _ <"$t/schedstat" || true
-    echo "$c/${t##*/} $run $wait"
+    while read -r key value; do
+      case "$key" in
+        voluntary_ctxt_switches:) vol="$value" ;;
+        nonvoluntary_ctxt_switches:) invol="$value" ;;
+      esac
+    done <"$t/status"
+    echo "$c/${t##*/} $run $wait $vol $invol"
   done
+}
+
+# The scheduler's per-vCPU and per-domain counters (/proc/schedstat, version 15), builtins only.
+copy_schedstat() {
+  local l
+  while read -r l; do echo "$l"; done </proc/schedstat
 }
 
 # profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
@@ -107,7 +127,8 @@ profile() {
   [ -n "$disk" ] || fail "no block device after nvme connect"
   fio --name=profile --filename="/dev/$disk" --ioengine=libaio --direct=1 --bs=4k --rw="$rw" \
     --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime="$seconds" \
-    --output-format=json --output="$logs/$name.json" &
+    --output-format=json --output="$logs/$name.json" \
+    --write_iops_log="$logs/$name" --log_avg_msec=1000 &
   fio_pid=$!
   sleep 1
   # nvmf_tgt's threads' states (R running or waiting for a vCPU, S sleeping, and where), 30
@@ -129,19 +150,38 @@ profile() {
     echo "PROBE $name: nvmf_tgt thread states in 30 snapshots over ${up0}-${up1} s of uptime:" \
       "$(sort "$logs/$name.states" | uniq -c | sort -rn | tr -s ' ' | tr '\n' ';')"
   fi
+  # Runnable tasks (/proc/loadavg's 4th field, this shell included) and each vCPU's idle
+  # jiffies, 40 snapshots 50 ms apart with builtins only: is a vCPU idle while tasks wait?
+  local i0 lv c0 c1 k2
+  for ((k2 = 0; k2 < 40; k2++)); do
+    read -r _ _ _ lv _ </proc/loadavg
+    while read -r c _ _ _ i0 _; do
+      case "$c" in cpu0) c0="$i0" ;; cpu1) c1="$i0" ;; esac
+    done </proc/stat
+    echo "${lv%/*} $c0 $c1"
+    read -r -t 0.05 <> <(:) || true
+  done >"$logs/$name.runnable"
+  echo "PROBE $name: runnable tasks (this shell included) and idle jiffies of cpu0/cpu1 since the last snapshot:" \
+    "$(awk 'NR > 1 { printf "%d:%d/%d ", $1, $2 - p2, $3 - p3 } { p2 = $2; p3 = $3 }' "$logs/$name.runnable")"
   # The CPU window is between the two /proc/stat reads; the slower reads (an RPC, awk) stay
   # outside it, so their processes are not charged to the I/O.
   reactors >"$logs/$name.loops0"
   hw_counters >"$logs/$name.hw0"
-  { head -1 /proc/stat; own; } >"$logs/$name.stat"
+  copy_schedstat >"$logs/$name.schedstat0"
+  { grep -E '^(cpu|ctxt) ' /proc/stat; own; } >"$logs/$name.stat"
+  local window_start=$EPOCHSECONDS
   [ -z "$pid" ] || sched_times "$pid" >"$logs/$name.sched0"
   sleep "$((seconds - 2))"
-  { head -1 /proc/stat; own; } >>"$logs/$name.stat"
+  { grep -E '^(cpu|ctxt) ' /proc/stat; own; } >>"$logs/$name.stat"
+  echo "PROBE $name: window epoch $window_start-$EPOCHSECONDS"
+  copy_schedstat >"$logs/$name.schedstat1"
   if [ -n "$pid" ]; then
     sched_times "$pid" >"$logs/$name.sched1"
-    echo "PROBE $name: nvmf_tgt threads over the window, seconds on a vCPU / waiting for one:" \
-      "$(awk 'NR == FNR { run[$1] = $2; wait[$1] = $3; next }
-              $1 in run { printf "%s %.2f / %.2f; ", $1, ($2 - run[$1]) / 1e9, ($3 - wait[$1]) / 1e9 }' \
+    echo "PROBE $name: nvmf_tgt threads over the window, seconds on a vCPU / waiting for one," \
+      "context switches voluntary / involuntary:" \
+      "$(awk 'NR == FNR { run[$1] = $2; wait[$1] = $3; vol[$1] = $4; invol[$1] = $5; next }
+              $1 in run { printf "%s %.2f / %.2f, %d / %d; ", $1, ($2 - run[$1]) / 1e9,
+                          ($3 - wait[$1]) / 1e9, $4 - vol[$1], $5 - invol[$1] }' \
            "$logs/$name.sched0" "$logs/$name.sched1")"
   fi
   reactors >"$logs/$name.loops1"
@@ -153,14 +193,21 @@ import json, os, sys
 name, logs, window = sys.argv[1], sys.argv[2], int(sys.argv[3])
 jobs = json.load(open(f"{logs}/{name}.json"))["jobs"][0]
 iops = jobs["read"]["iops"] + jobs["write"]["iops"]
+lat = max((jobs[d]["clat_ns"] for d in ("read", "write") if jobs[d]["total_ios"]),
+          key=lambda c: c["max"])
+pct = lat.get("percentile", {})
+print(f"PROBE {name}: fio completion latency ms: mean {lat['mean'] / 1e6:.1f},"
+      + "".join(f" p{p.rstrip('0').rstrip('.')} {pct[p] / 1e6:.1f}," for p in ("50.000000", "99.000000", "99.900000") if p in pct)
+      + f" max {lat['max'] / 1e6:.1f}")
 lines = open(f"{logs}/{name}.stat").read().split("\n")
-before, own_before, after, own_after = (
-    list(map(int, l.split()[l.startswith("cpu"):])) for l in lines[:4])
+before, ctxt_before, own_before, after, ctxt_after, own_after = (
+    list(map(int, l.split()[not l[0].isdigit():])) for l in lines[:6])
 delta = [a - b for a, b in zip(after, before)]
+switches = ctxt_after[0] - ctxt_before[0]
 own = sum(own_after) - sum(own_before)
 hz = os.sysconf("SC_CLK_TCK")
 ios = iops * window
-kinds = {"user": delta[0] + delta[1], "system": delta[2], "idle": delta[3] + delta[4],
+kinds = {"user": delta[0] + delta[1], "system": delta[2], "idle": delta[3], "iowait": delta[4],
          "irq": delta[5], "softirq": delta[6], "of which nvmf_tgt": own}
 per_io = ", ".join(f"{k} {v / hz / ios * 1e6:.0f}" for k, v in kinds.items())
 def loop_counts(path):  # iterations, busy iterations, sleeps of all reactors together
@@ -172,21 +219,67 @@ reactor = ""
 if loops[0]:
     reactor = (f"; reactors per I/O: iterations {loops[0] / ios:.2f}, busy {loops[1] / ios:.2f},"
                f" sleeps {loops[2] / ios:.2f}")
-print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}{reactor}")
+per_second = {}
+for job in (1, 2):
+    try:
+        for l in open(f"{logs}/{name}_iops.{job}.log"):
+            t, v = l.split(",")[:2]
+            per_second[int(t) // 1000] = per_second.get(int(t) // 1000, 0) + int(v)
+    except OSError:
+        pass
+print(f"PROBE {name}: fio IOPS per second: " + " ".join(str(per_second[k]) for k in sorted(per_second)))
+print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}{reactor};"
+      f" context switches per I/O {switches / ios:.2f}")
+def schedstat(path):
+    rows = {}
+    for l in open(path):
+        f = l.split()
+        if f and (f[0].startswith("cpu") or f[0].startswith("domain")):
+            rows[f[0]] = list(map(int, f[1 + f[0].startswith("domain"):]))
+    return rows
+s0, s1 = schedstat(f"{logs}/{name}.schedstat0"), schedstat(f"{logs}/{name}.schedstat1")
+d = {k: [b - a for a, b in zip(s0[k], s1[k])] for k in s1 if k in s0}
+parts = []
+for k in sorted(d):
+    v = d[k]
+    if k.startswith("cpu"):  # yld 0 sched goidle ttwu ttwu_local rq_cpu_time run_delay pcount
+        parts.append(f"{k} went idle {v[3] / ios:.2f}, wakeups {v[4] / ios:.2f} (local {v[5] / ios:.2f}),"
+                     f" run delay {v[7] / 1e3 / ios:.0f} us")
+    elif len(v) >= 36:  # per idle type (idle, busy, newly idle): count balanced failed imb gained hot ...
+        lb = "; ".join(f"{t} lb {v[i] / ios:.3f} failed {v[i + 2] / ios:.3f} gained {v[i + 4] / ios:.3f}"
+                       for t, i in (("idle", 0), ("busy", 8), ("newidle", 16)))
+        parts.append(f"{k} {lb}; wake remote {v[33] / ios:.2f} affine {v[34] / ios:.2f}")
+print(f"PROBE {name}: scheduler per I/O: " + " | ".join(parts))
 def counters(path):
     return {k: int(v) for k, v in (l.split() for l in open(path) if l.strip())}
 hw0, hw1 = counters(f"{logs}/{name}.hw0"), counters(f"{logs}/{name}.hw1")
 moved = {k: hw1[k] - hw0.get(k, 0) for k in sorted(hw1) if hw1[k] != hw0.get(k, 0)}
 print(f"PROBE {name}: soft-RoCE counters per I/O: "
-      + (", ".join(f"{k} {v / ios:.2f}" for k, v in moved.items()) or "none moved"))
+      + (", ".join(f"{k} {v / ios:.2f}" if v >= ios / 100 else f"{k} {v} in all"
+                   for k, v in moved.items()) or "none moved"))
 PY
 }
 
+# The counters of /proc/schedstat other than run time and delay need schedstats on.
+echo 1 >/proc/sys/kernel/sched_schedstats
+mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
+for d in /sys/kernel/debug/sched/domains/cpu*/domain*; do
+  [ -e "$d/name" ] && echo "PROBE topology: ${d#/sys/kernel/debug/sched/domains/} $(cat "$d/name") flags $(cat "$d/flags" 2>/dev/null)"
+done
+echo "PROBE topology: L3 shared by $(cat /sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list 2>/dev/null || echo '?')," \
+  "cpu0 core siblings $(cat /sys/devices/system/cpu/cpu0/topology/core_siblings_list)," \
+  "migration cost $(cat /sys/kernel/debug/sched/migration_cost_ns 2>/dev/null || echo '?') ns," \
+  "idle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)" \
+  "states $(cat /sys/devices/system/cpu/cpu0/cpuidle/state*/name 2>/dev/null | tr '\n' ' ')," \
+  "cpu $(grep -m1 '^vendor_id' /proc/cpuinfo | cut -d: -f2) mwait $(grep -cm1 ' monitor' /proc/cpuinfo)," \
+  "cmdline $(cat /proc/cmdline | tr ' ' '\n' | grep -E '^idle=' || echo 'no idle='), dmesg idle: $(dmesg | grep -iE 'idle|mwait' | head -3 | tr '\n' ';')," \
+  "vulnerabilities: $(grep -H . /sys/devices/system/cpu/vulnerabilities/* | sed 's|.*/||' | tr '\n' ';')"
 step "kernel target: nvmet-rdma, $KERNEL_NQN on $ADDR:$KERNEL_PORT"
 nvmet_export "$KERNEL_NQN" "$ADDR" "$KERNEL_PORT"
 # ours NAME BINARY ROUND CONFIG: nvmf_tgt in interrupt mode on 2 reactors, profiled.
 ours() {
-  tgt_start "$2" "$4" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt --reactors 2 \
+  # shellcheck disable=SC2086 # REACTORS is a list of options
+  tgt_start "$2" "$4" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt $reactor_args \
     --rpc-socket "$RPC_SOCKET"
   sleep 1
   profile "$1-intr2-$3" "$OURS_PORT" "$OURS_NQN" "$TGT_PID"
