@@ -7,8 +7,9 @@
 #   kernel   nvmet + nvmet-rdma through configfs, null_blk namespace, port $ADDR:4420
 #   poll     our nvmf_tgt, null bdev, --mode poll, 1 reactor, port $ADDR:4421
 #   intr     our nvmf_tgt, null bdev, --mode interrupt, 1 reactor, port $ADDR:4421
-#   intr2    our nvmf_tgt, null bdev, --mode interrupt, 2 reactors, port $ADDR:4421 (the kernel
-#            host's two I/O queues, one per vCPU, each on a reactor of its own)
+#   intr2    our nvmf_tgt, null bdev, --mode interrupt, 2 reactors pinned one per vCPU
+#            (--cpumask 0x3), port $ADDR:4421: the kernel host's I/O queue of vCPU i (QID
+#            i + 1) goes to the reactor on vCPU i (RdmaTargetTransport::pick_group)
 # Hosts:
 #   kernel     nvme-rdma (nvme connect) + fio, ioengine=libaio, direct=1 on /dev/nvmeXnY
 #   ours       nvmf_perf -r ... (one worker thread, polling)
@@ -251,18 +252,19 @@ PY
 our_target() {
   local target="$1" mode reactors
   case "$target" in
-    poll) mode=poll reactors=1 ;;
-    intr) mode=interrupt reactors=1 ;;
-    intr2) mode=interrupt reactors=2 ;;
+    poll) mode=poll reactors="--reactors 1" ;;
+    intr) mode=interrupt reactors="--reactors 1" ;;
+    intr2) mode=interrupt reactors="--cpumask 0x3" ;;
   esac
-  step "round $ROUND: our target: nvmf_tgt --mode $mode --reactors $reactors, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
-  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$target-$ROUND.log" --mode "$mode" --reactors "$reactors"
+  step "round $ROUND: our target: nvmf_tgt --mode $mode $reactors, $OURNQN (null bdev, 4 KiB, 1 GiB), port $ADDR:$OURPORT"
+  # shellcheck disable=SC2086 # $reactors is two words: an option and its value
+  tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt-$target-$ROUND.log" --mode "$mode" $reactors
   TGT_PID_NOW="$TGT_PID"
   sleep 1
-  [ "$ROUND" != 1 ] || idle_cost "$mode --reactors $reactors"
+  [ "$ROUND" != 1 ] || idle_cost "$mode $reactors"
   kernel_host "$target" "$OURPORT" "$OURNQN"
   our_host "$target" "$OURPORT" "$OURNQN"
-  step "round $ROUND: our target ($mode, $reactors reactors): stopping"
+  step "round $ROUND: our target ($mode, $reactors): stopping"
   tgt_stop
   tgt_check_log
   TGT_PID_NOW=""
