@@ -301,7 +301,6 @@ TEST_F(HostAsyncEventsTest, HostCqErrorSettlesWithoutItsCompletionsAndReconnects
 
   // The queue's one CQ stops reporting: not even the drain after the error comes back.
   test::LogCapture log;
-  const auto target_before = target_provider_->qp_nums();
   AsyncEvent cq_error;
   cq_error.type = AsyncEventType::cq_error;
   cq_error.cq = host_provider_->send_cq_of(queue_.host_qp);

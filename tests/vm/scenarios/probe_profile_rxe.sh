@@ -153,7 +153,9 @@ profile() {
       "$(sort "$logs/$name.states" | uniq -c | sort -rn | tr -s ' ' | tr '\n' ';')"
   fi
   # Runnable tasks (/proc/loadavg's 4th field, this shell included) and each vCPU's idle
-  # jiffies, 40 snapshots 50 ms apart with builtins only: is a vCPU idle while tasks wait?
+  # jiffies, 40 snapshots about 50 ms apart (reads with builtins; the wait forks a process
+  # substitution): is a vCPU idle while tasks wait? The polling shell itself fills idle time,
+  # so these snapshots find less idle than the window does.
   local i0 lv c0 c1 k2
   for ((k2 = 0; k2 < 40; k2++)); do
     read -r _ _ _ lv _ </proc/loadavg
