@@ -4,9 +4,11 @@
 # (nvmet-rdma, null_blk) and against nvmf_tgt (interrupt mode, 2 reactors, null bdev), in one
 # boot, each twice, interleaved. Per run: fio's IOPS, and the guest's CPU time by kind
 # (/proc/stat: user, system, irq, softirq, idle) in microseconds per I/O, both vCPUs together,
-# over SECONDS - 2 of the run, and nvmf_tgt's own share (/proc/PID/stat). Sampling profilers do
-# not help here: under TCG perf's cpu-clock samples land almost all in the idle loop (99% of
-# them in native_safe_halt even when the guest was busy half of the time).
+# over a window of SECONDS - 2 inside the run (fio runs PRE_WINDOW_S longer, so the snapshots
+# before the window and the window itself fall inside it; the I/Os of the window come from
+# fio's IOPS log), and nvmf_tgt's own share (/proc/PID/stat). Sampling profilers do
+# not help here: `perf record -a` over a 6 s window of this load took over 30 s to finish
+# under TCG (with or without call graphs), outliving fio.
 # With TGT_BEFORE, nvmf_tgt before a change runs too, in the same rounds ("before-intr2").
 # For nvmf_tgt also its reactors' iterations, busy iterations and sleeps per I/O (the stats
 # RPC, through nvmfctl), and for every run the soft-RoCE devices' counters that moved, per I/O
@@ -84,6 +86,14 @@ write_config "$logs/nvmf_tgt.json" "$keys"
 write_config "$logs/nvmf_tgt-before.json"
 
 readonly RPC_SOCKET=/run/nvmf_tgt-profile.sock
+# Seconds fio runs beyond SECONDS: the thread-state and runnable snapshots before the window
+# take 3-6 s under TCG.
+readonly PRE_WINDOW_S=10
+# A FIFO nobody writes, opened read-write once (so the open does not block): a timed read of
+# it is a sleep without a fork.
+nap_fifo="$(mktemp -u /run/probe-nap.XXXXXX)"  # not in $logs: 9p has no FIFOs
+mkfifo "$nap_fifo"
+exec {nap_fd}<>"$nap_fifo"
 
 # The soft-RoCE devices' counters (sent and received packets, SENDs and RECVs, RNR NAKs,
 # retries, duplicates, sequence errors): "DEVICE/COUNTER VALUE" lines.
@@ -127,10 +137,14 @@ profile() {
   timeout 60 nvme connect -t rdma -a "$ADDR" -s "$trsvcid" -n "$nqn" || fail "nvme connect failed"
   disk="$(nvme_wait_disk "$nqn")"
   [ -n "$disk" ] || fail "no block device after nvme connect"
+  # fio runs PRE_WINDOW_S longer than SECONDS: the snapshots below come before the window,
+  # and the window (SECONDS - 2) must end while fio still runs. Until this was so, the window
+  # began 5-6 s into an 8 s run and mostly measured an idle guest after fio had ended.
   fio --name=profile --filename="/dev/$disk" --ioengine=libaio --direct=1 --bs=4k --rw="$rw" \
-    --iodepth=32 --numjobs=2 --group_reporting --time_based --runtime="$seconds" \
+    --iodepth=32 --numjobs=2 --group_reporting --time_based \
+    --runtime="$((seconds + PRE_WINDOW_S))" \
     --output-format=json --output="$logs/$name.json" \
-    --write_iops_log="$logs/$name" --log_avg_msec=1000 &
+    --write_iops_log="$logs/$name" --log_avg_msec=100 --log_unix_epoch=1 &
   fio_pid=$!
   sleep 1
   # nvmf_tgt's threads' states (R running or waiting for a vCPU, S sleeping, and where), 30
@@ -153,8 +167,8 @@ profile() {
       "$(sort "$logs/$name.states" | uniq -c | sort -rn | tr -s ' ' | tr '\n' ';')"
   fi
   # Runnable tasks (/proc/loadavg's 4th field, this shell included) and each vCPU's idle
-  # jiffies, 40 snapshots about 50 ms apart (reads with builtins; the wait forks a process
-  # substitution): is a vCPU idle while tasks wait? The polling shell itself fills idle time,
+  # jiffies, 40 snapshots about 50 ms apart (builtins only; the wait is a timed read of a FIFO
+  # nobody writes): is a vCPU idle while tasks wait? The polling shell itself fills idle time,
   # so these snapshots find less idle than the window does.
   local i0 lv c0 c1 k2
   for ((k2 = 0; k2 < 40; k2++)); do
@@ -163,7 +177,7 @@ profile() {
       case "$c" in cpu0) c0="$i0" ;; cpu1) c1="$i0" ;; esac
     done </proc/stat
     echo "${lv%/*} $c0 $c1"
-    read -r -t 0.05 <> <(:) || true
+    read -r -t 0.05 -u "$nap_fd" || true
   done >"$logs/$name.runnable"
   echo "PROBE $name: runnable tasks (this shell included) and idle jiffies of cpu0/cpu1 since the last snapshot:" \
     "$(awk 'NR > 1 { printf "%d:%d/%d ", $1, $2 - p2, $3 - p3 } { p2 = $2; p3 = $3 }' "$logs/$name.runnable")"
@@ -172,11 +186,13 @@ profile() {
   reactors >"$logs/$name.loops0"
   hw_counters >"$logs/$name.hw0"
   copy_schedstat >"$logs/$name.schedstat0"
-  { grep -E '^(cpu|ctxt) ' /proc/stat; own; } >"$logs/$name.stat"
+  kill -0 "$fio_pid" 2>/dev/null || fail "$name: fio ended before the window began (raise PRE_WINDOW_S)"
+  { grep -E '^(cpu|ctxt) ' /proc/stat; own; echo "$EPOCHREALTIME"; } >"$logs/$name.stat"
   local window_start=$EPOCHSECONDS
   [ -z "$pid" ] || sched_times "$pid" >"$logs/$name.sched0"
   sleep "$((seconds - 2))"
-  { grep -E '^(cpu|ctxt) ' /proc/stat; own; } >>"$logs/$name.stat"
+  { grep -E '^(cpu|ctxt) ' /proc/stat; own; echo "$EPOCHREALTIME"; } >>"$logs/$name.stat"
+  kill -0 "$fio_pid" 2>/dev/null || fail "$name: fio ended inside the window (raise PRE_WINDOW_S)"
   echo "PROBE $name: window epoch $window_start-$EPOCHSECONDS"
   copy_schedstat >"$logs/$name.schedstat1"
   if [ -n "$pid" ]; then
@@ -192,9 +208,9 @@ profile() {
   hw_counters >"$logs/$name.hw1"
   wait "$fio_pid" || fail "$name: fio failed"
   timeout 60 nvme disconnect -n "$nqn" || fail "nvme disconnect failed"
-  python3 - "$name" "$logs" "$((seconds - 2))" <<'PY'
+  python3 - "$name" "$logs" <<'PY'
 import json, os, sys
-name, logs, window = sys.argv[1], sys.argv[2], int(sys.argv[3])
+name, logs = sys.argv[1], sys.argv[2]
 jobs = json.load(open(f"{logs}/{name}.json"))["jobs"][0]
 iops = jobs["read"]["iops"] + jobs["write"]["iops"]
 lat = max((jobs[d]["clat_ns"] for d in ("read", "write") if jobs[d]["total_ios"]),
@@ -205,12 +221,22 @@ print(f"PROBE {name}: fio completion latency ms: mean {lat['mean'] / 1e6:.1f},"
       + f" max {lat['max'] / 1e6:.1f}")
 lines = open(f"{logs}/{name}.stat").read().split("\n")
 before, ctxt_before, own_before, after, ctxt_after, own_after = (
-    list(map(int, l.split()[not l[0].isdigit():])) for l in lines[:6])
+    list(map(int, l.split()[not l[0].isdigit():])) for l in lines[:3] + lines[4:7])
+start_s, end_s = float(lines[3]), float(lines[7])
+window = end_s - start_s
 delta = [a - b for a, b in zip(after, before)]
 switches = ctxt_after[0] - ctxt_before[0]
 own = sum(own_after) - sum(own_before)
 hz = os.sysconf("SC_CLK_TCK")
-ios = iops * window
+# I/Os done in the window: fio's IOPS log, one average per job every 100 ms stamped with the
+# epoch milliseconds at its end (the block device's own count stays 0 for a multipath head).
+samples = []
+for job in (1, 2):
+    try:
+        samples += [(int(l.split(",")[0]) / 1000, int(l.split(",")[1])) for l in open(f"{logs}/{name}_iops.{job}.log")]
+    except OSError:
+        pass
+ios = max(sum(v * 0.1 for t, v in samples if start_s < t <= end_s), 1)
 kinds = {"user": delta[0] + delta[1], "system": delta[2], "idle": delta[3], "iowait": delta[4],
          "irq": delta[5], "softirq": delta[6], "of which nvmf_tgt": own}
 per_io = ", ".join(f"{k} {v / hz / ios * 1e6:.0f}" for k, v in kinds.items())
@@ -219,20 +245,22 @@ def loop_counts(path):  # iterations, busy iterations, sleeps of all reactors to
     return [sum(r[k] for r in reactors) for k in ("iterations", "busy_iterations", "sleeps")]
 loops = [a - b for a, b in zip(loop_counts(f"{logs}/{name}.loops1"),
                                loop_counts(f"{logs}/{name}.loops0"))]
+def bdev_time(path):  # completions and their summed latency (submit to completion), all bdevs
+    bdevs = json.load(open(path)).get("bdevs", [])
+    return sum(b["completions"] for b in bdevs), sum(b["latency_ns_total"] for b in bdevs)
+bdev_ios, bdev_ns = (a - b for a, b in zip(bdev_time(f"{logs}/{name}.loops1"),
+                                           bdev_time(f"{logs}/{name}.loops0")))
 reactor = ""
 if loops[0]:
     reactor = (f"; reactors per I/O: iterations {loops[0] / ios:.2f}, busy {loops[1] / ios:.2f},"
-               f" sleeps {loops[2] / ios:.2f}")
+               f" sleeps {loops[2] / ios:.2f}; in the null bdev {bdev_ns / max(bdev_ios, 1) / 1e3:.0f} us"
+               " per I/O (submit to completion: the reactor's next iteration)")
 per_second = {}
-for job in (1, 2):
-    try:
-        for l in open(f"{logs}/{name}_iops.{job}.log"):
-            t, v = l.split(",")[:2]
-            per_second[int(t) // 1000] = per_second.get(int(t) // 1000, 0) + int(v)
-    except OSError:
-        pass
-print(f"PROBE {name}: fio IOPS per second: " + " ".join(str(per_second[k]) for k in sorted(per_second)))
-print(f"PROBE {name}: fio {iops:.0f} IOPS; guest CPU us per I/O: {per_io}{reactor};"
+first = min((t for t, v in samples), default=0)
+for t, v in samples:
+    per_second[int(t - first)] = per_second.get(int(t - first), 0) + v * 0.1
+print(f"PROBE {name}: fio IOPS per second: " + " ".join(f"{per_second[k]:.0f}" for k in sorted(per_second)))
+print(f"PROBE {name}: fio {iops:.0f} IOPS, {ios / window:.0f} in the window; guest CPU us per I/O: {per_io}{reactor};"
       f" context switches per I/O {switches / ios:.2f}")
 def schedstat(path):
     rows = {}
