@@ -337,10 +337,10 @@ void RdmaTargetTransport::on_connect_request(const verbs::CmEvent& event) noexce
 // queues as there are reactors gets one per reactor, and with the reactors pinned in CPU order
 // (--cpumask) a host on the same machine has each I/O served on the CPU that submitted it, as
 // nvmet serves it in the receiving CPU's softirq. Crossed over (round-robin with the admin
-// queue first), every I/O went from CPU to CPU twice, which cost nvmf_tgt more CPU per I/O
-// (docs/performance.md, the VM probe). Many single-queue hosts would all land on group 0, so a
-// queue whose group already serves two I/O queues more than the least loaded group goes there.
-// Admin queues go round-robin.
+// queue first), every I/O went from CPU to CPU twice: with pinned reactors fio got 0.56-0.59 of
+// the IOPS in two of three rounds (docs/performance.md, the VM probe). Many single-queue hosts
+// would all land on group 0, so a queue whose group already serves two I/O queues more than
+// the least loaded group goes there. Admin queues go round-robin.
 RdmaPollGroup* RdmaTargetTransport::pick_group(uint16_t qid) noexcept {
   if (qid == 0) {
     RdmaPollGroup* group = groups_[next_admin_group_].get();
@@ -349,9 +349,10 @@ RdmaPollGroup* RdmaTargetTransport::pick_group(uint16_t qid) noexcept {
   }
   RdmaPollGroup* preferred = groups_[(qid - 1u) % groups_.size()].get();
   RdmaPollGroup* least = preferred;
-  size_t least_queues = io_queues_on(*preferred);
-  const size_t preferred_queues = least_queues;
+  const size_t preferred_queues = io_queues_on(*preferred);
+  size_t least_queues = preferred_queues;
   for (const auto& group : groups_) {
+    if (group.get() == preferred) continue;  // counted above
     const size_t queues = io_queues_on(*group);
     if (queues < least_queues) {
       least = group.get();
