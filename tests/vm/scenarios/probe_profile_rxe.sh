@@ -87,8 +87,8 @@ write_config "$logs/nvmf_tgt-before.json"
 
 readonly RPC_SOCKET=/run/nvmf_tgt-profile.sock
 # Seconds fio runs beyond SECONDS: the thread-state and runnable snapshots before the window
-# take 3-6 s under TCG.
-readonly PRE_WINDOW_S=10
+# take 3-6 s under TCG, and the window itself can run a few seconds over SECONDS - 2.
+readonly PRE_WINDOW_S=15
 # A FIFO nobody writes, opened read-write once (so the open does not block): a timed read of
 # it is a sleep without a fork.
 nap_fifo="$(mktemp -u /run/probe-nap.XXXXXX)"  # not in $logs: 9p has no FIFOs
