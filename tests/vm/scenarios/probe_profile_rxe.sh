@@ -13,8 +13,9 @@
 # For nvmf_tgt also its reactors' iterations, busy iterations and sleeps per I/O (the stats
 # RPC, through nvmfctl), and for every run the soft-RoCE devices' counters that moved, per I/O
 # (hw_counters: packets, SENDs, RNR NAKs, retries, duplicates). Those two are read just outside
-# the CPU window (their reads take time), so their per-I/O figures are a little off (SENDs per
-# I/O 1.9-2.6 where 2 are sent); ratios between them (packets per SEND) are not affected.
+# the CPU window (their reads take time), so their per-I/O figures run high (SENDs per I/O
+# 2.4-2.9 where 2 are sent, at d8c925a); ratios between them (packets per SEND) are not
+# affected.
 # Before the window, nvmf_tgt's threads' scheduler states in 30 snapshots (state, where it
 # sleeps, which vCPU); over the window, each thread's seconds on a vCPU and waiting for one
 # (/proc/PID/task/TID/schedstat): whether the reactors sleep while the host waits, or stay
@@ -125,8 +126,9 @@ copy_schedstat() {
   while read -r l; do echo "$l"; done </proc/schedstat
 }
 
-# profile NAME PORT NQN [PID]: connect, fio for SECONDS with /proc/stat (and PID's
-# /proc/PID/stat and reactor statistics) read around SECONDS - 2 of it, disconnect, report.
+# profile NAME PORT NQN [PID]: connect, fio for SECONDS + PRE_WINDOW_S with /proc/stat (and
+# PID's /proc/PID/stat and reactor statistics) read around a window of SECONDS - 2 inside it,
+# disconnect, report.
 profile() {
   local name="$1" trsvcid="$2" nqn="$3" pid="${4:-}" disk fio_pid
   own() { if [ -n "$pid" ]; then cut -d' ' -f14,15 "/proc/$pid/stat"; else echo 0 0; fi; }
@@ -187,13 +189,14 @@ profile() {
   hw_counters >"$logs/$name.hw0"
   copy_schedstat >"$logs/$name.schedstat0"
   kill -0 "$fio_pid" 2>/dev/null || fail "$name: fio ended before the window began (raise PRE_WINDOW_S)"
-  { grep -E '^(cpu|ctxt) ' /proc/stat; own; echo "$EPOCHREALTIME"; } >"$logs/$name.stat"
-  local window_start=$EPOCHSECONDS
+  local window_start=$EPOCHREALTIME
+  { grep -E '^(cpu|ctxt) ' /proc/stat; own; echo "$window_start"; } >"$logs/$name.stat"
   [ -z "$pid" ] || sched_times "$pid" >"$logs/$name.sched0"
   sleep "$((seconds - 2))"
-  { grep -E '^(cpu|ctxt) ' /proc/stat; own; echo "$EPOCHREALTIME"; } >>"$logs/$name.stat"
+  local window_end=$EPOCHREALTIME
+  { grep -E '^(cpu|ctxt) ' /proc/stat; own; echo "$window_end"; } >>"$logs/$name.stat"
   kill -0 "$fio_pid" 2>/dev/null || fail "$name: fio ended inside the window (raise PRE_WINDOW_S)"
-  echo "PROBE $name: window epoch $window_start-$EPOCHSECONDS"
+  echo "PROBE $name: window epoch ${window_start%.*}-${window_end%.*}"
   copy_schedstat >"$logs/$name.schedstat1"
   if [ -n "$pid" ]; then
     sched_times "$pid" >"$logs/$name.sched1"
@@ -308,7 +311,8 @@ echo "PROBE topology: L3 shared by $(cat /sys/devices/system/cpu/cpu0/cache/inde
   "vulnerabilities: $(grep -H . /sys/devices/system/cpu/vulnerabilities/* | sed 's|.*/||' | tr '\n' ';')"
 step "kernel target: nvmet-rdma, $KERNEL_NQN on $ADDR:$KERNEL_PORT"
 nvmet_export "$KERNEL_NQN" "$ADDR" "$KERNEL_PORT"
-# ours NAME BINARY ROUND CONFIG REACTORS: nvmf_tgt in interrupt mode on 2 reactors, profiled.
+# ours NAME BINARY ROUND CONFIG REACTORS: nvmf_tgt in interrupt mode with REACTORS' options
+# (the script's default: 2 reactors), profiled.
 ours() {
   # shellcheck disable=SC2086 # REACTORS is a list of options
   tgt_start "$2" "$4" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt $5 \
