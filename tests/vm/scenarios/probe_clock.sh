@@ -1,8 +1,10 @@
 #!/bin/bash
-# VM probe (by hand, never in CI): what a clock read and a system call cost inside the guest,
-# where the clocksource is the HPET (user space cannot read it, so CLOCK_MONOTONIC is a system
-# call and an emulated device read). Prints the clocksources and tests/bench/clock_bench's
-# table; docs/performance.md uses it to price the stack's clock reads per I/O.
+# VM probe (by hand, never in CI): what a clock read, a system call and a context switch cost
+# inside the guest, where the clocksource is the HPET (user space cannot read it, so
+# CLOCK_MONOTONIC is a system call and an emulated device read) and where switching to another
+# process flushes the vCPU's software TLB (QEMU's TCG). Prints the clocksources and
+# tests/bench/clock_bench's table; docs/performance.md uses it to price the stack's clock reads
+# per I/O and the switches between the host's fio and an interrupt-mode nvmf_tgt.
 #   tests/vm/vm-run.sh --build-dir build-release probe_clock [CLOCK_BENCH]
 #   (a build with -DNVMF_BUILD_BENCH=ON; default NVMF_BUILD_DIR/tests/bench/clock_bench)
 # Runs inside the guest only. Prints "PROBE ..." lines.
