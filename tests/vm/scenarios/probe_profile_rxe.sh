@@ -21,10 +21,13 @@
 # (/proc/PID/task/TID/schedstat): whether the reactors sleep while the host waits, or stay
 # runnable and queue for a vCPU that the host's fio and the softirq work hold.
 #   probe_profile_rxe.sh [TGT [SECONDS (8) [RW (randwrite) [TGT_BEFORE [ROUNDS (2) [KEYS
-#                        [REACTORS ("--reactors 2") [REACTORS_BEFORE (REACTORS)]]]]]]]]
+#                        [REACTORS ("--reactors 2") [REACTORS_BEFORE (REACTORS)
+#                        [LAUNCH]]]]]]]]]
 #     KEYS: more transport keys for TGT's configuration only, e.g. '"max_srq_depth": 256'
 #     REACTORS: nvmf_tgt's reactor options, e.g. "--cpumask 0x3" (pinned); REACTORS_BEFORE:
 #     TGT_BEFORE's (TGT_BEFORE may be TGT itself, to compare two reactor set-ups)
+#     LAUNCH: a command prefix for TGT only, one that execs what follows (so the PID is
+#     nvmf_tgt's), e.g. "nice -n -20" or "chrt --batch 0": the reactors' scheduling
 # Also per run: fio's IOPS each second and completion latency, context switches per I/O, the
 # scheduler's per-vCPU and load-balancing counters (/proc/schedstat, schedstats turned on),
 # and the window's wall-clock seconds ("window epoch"), for vm-run.sh's host view
@@ -45,6 +48,7 @@ rounds="${5:-2}"
 keys="${6:-}"
 reactor_args="${7:---reactors 2}"
 reactor_args_before="${8:-$reactor_args}"
+launch="${9:-}"
 ctl="${NVMF_BUILD_DIR:?}/tools/nvmfctl"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -z "$tgt_before" ] || [ -x "$tgt_before" ] || fail "not built: $tgt_before"
@@ -311,11 +315,11 @@ echo "PROBE topology: L3 shared by $(cat /sys/devices/system/cpu/cpu0/cache/inde
   "vulnerabilities: $(grep -H . /sys/devices/system/cpu/vulnerabilities/* | sed 's|.*/||' | tr '\n' ';')"
 step "kernel target: nvmet-rdma, $KERNEL_NQN on $ADDR:$KERNEL_PORT"
 nvmet_export "$KERNEL_NQN" "$ADDR" "$KERNEL_PORT"
-# ours NAME BINARY ROUND CONFIG REACTORS: nvmf_tgt in interrupt mode with REACTORS' options
-# (the script's default: 2 reactors), profiled.
+# ours NAME BINARY ROUND CONFIG REACTORS [LAUNCH]: nvmf_tgt in interrupt mode with REACTORS'
+# options (the script's default: 2 reactors), started through LAUNCH, profiled.
 ours() {
   # shellcheck disable=SC2086 # REACTORS is a list of options
-  tgt_start "$2" "$4" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt $5 \
+  TGT_LAUNCH="${6:-}" tgt_start "$2" "$4" "$logs/nvmf_tgt-$1-$3.log" --mode interrupt $5 \
     --rpc-socket "$RPC_SOCKET"
   sleep 1
   profile "$1-intr2-$3" "$OURS_PORT" "$OURS_NQN" "$TGT_PID"
@@ -323,7 +327,7 @@ ours() {
 }
 for round in $(seq 1 "$rounds"); do
   profile "kernel-$round" "$KERNEL_PORT" "$KERNEL_NQN"
-  ours ours "$tgt" "$round" "$logs/nvmf_tgt.json" "$reactor_args"
+  ours ours "$tgt" "$round" "$logs/nvmf_tgt.json" "$reactor_args" "$launch"
   [ -z "$tgt_before" ] ||
     ours before "$tgt_before" "$round" "$logs/nvmf_tgt-before.json" "$reactor_args_before"
 done

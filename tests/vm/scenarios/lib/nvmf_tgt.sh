@@ -39,7 +39,9 @@ tgt_start() {
   local tgt="$1" config="$2"
   TGT_LOG="$3"
   shift 3
-  "$tgt" -c "$config" "$@" >"$TGT_LOG" 2>&1 &
+  # TGT_LAUNCH: a command prefix that execs its arguments (nice, chrt), so $! stays nvmf_tgt.
+  # shellcheck disable=SC2086 # TGT_LAUNCH is a command and its options
+  ${TGT_LAUNCH:-} "$tgt" -c "$config" "$@" >"$TGT_LOG" 2>&1 &
   TGT_PID=$!
   local _
   for _ in $(seq 1 200); do
