@@ -14,6 +14,8 @@
 #   NVMF_VM_ACCEL    QEMU accelerator (default tcg,thread=multi: KVM is unusable here)
 #   NVMF_VM_QEMU_ARGS / NVMF_VM_APPEND  extra QEMU arguments / kernel command line words
 #   NVMF_VM_MEM      guest RAM, QEMU's -m (default 2G; room for 128 2-MiB hugepages)
+#   NVMF_VM_SMP      the guest's vCPUs, QEMU's -smp (default 2: one per core of the CI
+#                    machine; more are time-shared by the host's cores)
 #   NVMF_VM_NVME     --nvme N: N (1-8) emulated NVMe controllers (1b36:0010) on a q35 machine
 #                    with an intel-iommu (intel_iommu=on), each a sparse raw image
 #                    RESULTS/nvmeK.img behind a PCIe root port; QEMU ids nvme0..; the guest
@@ -235,6 +237,7 @@ host_load="$(cut -d' ' -f1-3 /proc/loadavg)"
   printf 'NVMF_REPO=%q\n' "$repo"
   printf 'NVMF_BUILD_DIR=%q\n' "$build_dir"
   printf 'NVMF_VM_SCENARIO=%q\n' "$scenario"
+  printf 'NVMF_VM_SMP=%q\n' "${NVMF_VM_SMP:-2}"
   printf 'NVMF_VM_ARGS=('
   [ $# -eq 0 ] || printf '%q ' "$@"
   printf ')\n'
@@ -316,7 +319,7 @@ qmp_watch() {
 # panic=-1 + -no-reboot: a guest panic ends QEMU (oops=panic: an oops too) instead of hanging.
 read -r -a extra_qemu <<<"${NVMF_VM_QEMU_ARGS:-}"
 qemu=(qemu-system-x86_64 "${machine[@]}"
-  -accel "${NVMF_VM_ACCEL:-tcg,thread=multi}" -cpu max -m "${NVMF_VM_MEM:-2G}" -smp 2
+  -accel "${NVMF_VM_ACCEL:-tcg,thread=multi}" -cpu max -m "${NVMF_VM_MEM:-2G}" -smp "${NVMF_VM_SMP:-2}"
   -nographic -no-reboot -nic none
   -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$initramfs"
   -append "console=ttyS0 panic=-1 oops=panic loglevel=4 nvmf_kmods=$moddir nvmf_stage2=$repo/tests/vm/guest-init.sh ${append_extra:+$append_extra }${NVMF_VM_APPEND:-}"
