@@ -104,11 +104,11 @@ void BM_PipeRoundTripOneCpu(benchmark::State& state) {
     thread = std::thread([&] { echo_bytes(to_peer[0], from_peer[1]); });
   }
   char byte = 1;
-  bool failed = peer_is_process && child < 0;
+  const bool forked = !peer_is_process || child > 0;
   for (auto _ : state) {
-    if (failed || write(to_peer[1], &byte, 1) != 1 || read(from_peer[0], &byte, 1) != 1) {
-      failed = true;
-      break;
+    if (!forked || write(to_peer[1], &byte, 1) != 1 || read(from_peer[0], &byte, 1) != 1) {
+      state.SkipWithError(forked ? "the ping-pong failed" : "fork failed");
+      break;  // Google Benchmark: after SkipWithError inside the loop, leave it
     }
   }
   close(to_peer[1]);  // the peer reads end-of-file and stops
@@ -118,7 +118,6 @@ void BM_PipeRoundTripOneCpu(benchmark::State& state) {
   close(from_peer[0]);
   close(from_peer[1]);
   sched_setaffinity(0, sizeof(saved), &saved);
-  if (failed) state.SkipWithError("the ping-pong failed");
 }
 BENCHMARK(BM_PipeRoundTripOneCpu)->Arg(0)->Arg(1)->UseRealTime();
 
