@@ -21,6 +21,7 @@ PACKAGING_PACKAGES=(dpkg-dev systemd)
 # VM tier (QEMU guest with soft-RoCE and VFIO; see docs/architecture.md).
 VM_PACKAGES=(
   qemu-system-x86 busybox-static cpio kmod iproute2 nvme-cli fio tshark
+  jq   # the scenarios' JSON checks: a python3 start costs 2-3 s of a TCG vCPU, jq's a few ms
 )
 
 missing=()

@@ -46,7 +46,7 @@ tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
 ctl="${3:-$NVMF_BUILD_DIR/tools/nvmfctl}"
 for binary in "$tgt" "$perf" "$ctl"; do [ -x "$binary" ] || fail "not built: $binary"; done
-for tool in nvme fio python3; do
+for tool in nvme fio jq; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs it)"
 done
 
@@ -239,17 +239,12 @@ fio_running() { kill -0 "$fio_pid" 2>/dev/null; }
 # fio_done NAME WRITES READS: fio's JSON says error 0, WRITES writes and READS reads (the
 # verify pass); prints the figures.
 fio_done() {
-  python3 - "$logs/fio-$1.json" "$2" "$3" <<'PY'
-import json, sys
-try:
-    job = json.load(open(sys.argv[1]))["jobs"][0]
-except (OSError, ValueError, KeyError, IndexError) as e:
-    sys.exit(f"  no fio result in {sys.argv[1]}: {e}")
-w, r = job["write"]["total_ios"], job["read"]["total_ios"]
-print(f"  fio {job['jobname']}: error {job['error']}, {w} writes, {r} reads, "
-      f"{job['job_runtime'] / 1000:.1f} s")
-sys.exit(0 if job["error"] == 0 and w == int(sys.argv[2]) and r == int(sys.argv[3]) else 1)
-PY
+  jq -r '.jobs[0] | "  fio \(.jobname): error \(.error), \(.write.total_ios) writes, "
+    + "\(.read.total_ios) reads, \(.job_runtime / 100 | round / 10) s"' "$logs/fio-$1.json" ||
+    { echo "  no fio result in $logs/fio-$1.json"; return 1; }
+  jq -e --argjson w "$2" --argjson r "$3" \
+    '.jobs[0] | .error == 0 and .write.total_ios == $w and .read.total_ios == $r' \
+    "$logs/fio-$1.json" >/dev/null
 }
 # fio_verify_only NAME READS ARGS...: the job NAME again with --verify_only: READS reads that
 # check what it wrote (fio's JSON counts the writes it replays without doing them as writes).
@@ -379,13 +374,9 @@ perf_pid=""
 grep -v -E '^\[ *[0-9]+ s\]' "$perf_log"   # all but the per-second lines
 expect "3. nvmf_perf ends by itself (no timeout)" test "$perf_rc" -ne 124
 # perf_figures: "IOS ERRORS VERIFY_FAILURES RECONNECTS" from its JSON ("none" without one).
-perf_figures="$(python3 -c '
-import json, sys
-try:
-    r = json.load(open(sys.argv[1]))
-    print(r["ios"], r["errors"], r["verify_failures"], r["reconnects"])
-except (OSError, ValueError, KeyError):
-    print("none")' "$logs/perf.json")"
+perf_figures="$(jq -r '"\(.ios) \(.errors) \(.verify_failures) \(.reconnects)"' "$logs/perf.json" 2>/dev/null)" ||
+  perf_figures=none
+[[ "$perf_figures" =~ ^[0-9]+\ [0-9]+\ [0-9]+\ [0-9]+$ ]] || perf_figures=none
 echo "  nvmf_perf exited $perf_rc; ios errors verify_failures reconnects: $perf_figures"
 read -r perf_ios perf_errors perf_verify_failures perf_reconnects <<<"$perf_figures"
 account="$(grep -m 1 '^account: ' "$perf_log")"
@@ -394,14 +385,13 @@ expect "3. nvmf_perf printed its account line" test -n "$account"
 # account_balanced LINE: submitted = completed + failed, nothing in flight, no verify failure,
 # and nvmf_perf's own verdict "ok".
 account_balanced() {
-  python3 - "$1" <<'PY'
-import re, sys
-line = sys.argv[1]
-f = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", line))
-need = ("submitted", "completed", "failed", "inflight", "verify_failures")
-sys.exit(0 if all(k in f for k in need) and f["submitted"] == f["completed"] + f["failed"]
-         and f["inflight"] == 0 and f["verify_failures"] == 0 and line.split()[-1] == "ok" else 1)
-PY
+  awk '{
+    for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && kv[2] ~ /^[0-9]+$/) f[kv[1]] = kv[2] + 0
+    for (k in need) if (!(k in f)) exit 1
+    exit !(f["submitted"] == f["completed"] + f["failed"] && f["inflight"] == 0 &&
+           f["verify_failures"] == 0 && $NF == "ok")
+  }
+  BEGIN { need["submitted"]; need["completed"]; need["failed"]; need["inflight"]; need["verify_failures"] }' <<<"$1"
 }
 expect "3. the account balances: $account" account_balanced "$account"
 expect "3. no verify failure (JSON)" test "${perf_verify_failures:-none}" = 0

@@ -21,7 +21,7 @@ tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 hostd="${2:-${NVMF_BUILD_DIR:?}/tools/nvmf_hostd/nvmf_hostd}"
 ctl="${3:-${NVMF_BUILD_DIR:?}/tools/nvmfctl}"
 for binary in "$tgt" "$hostd" "$ctl"; do [ -x "$binary" ] || fail "not built: $binary"; done
-for tool in fio mkfs.ext4 blockdev python3; do
+for tool in fio mkfs.ext4 blockdev jq; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs it)"
 done
 
@@ -82,8 +82,7 @@ disconnect() {
   size="$(cat "/sys/block/$(basename "$2")/size")"
   [ "$size" = 0 ] || fail "$1: $2 still has $size sectors after disconnect"
   "$ctl" list --socket "$SOCK" -o json >"$logs/list-after.json"
-  python3 -c 'import json,sys; sys.exit(len(json.load(open(sys.argv[1]))["controllers"]))' \
-    "$logs/list-after.json" || fail "$1: nvmfctl list still shows a controller after disconnect"
+  jq -e '.controllers | length == 0' "$logs/list-after.json" >/dev/null || fail "$1: nvmfctl list still shows a controller after disconnect"
 }
 
 # exercise TAG NQN PORT BYTES: the block device's life, verified at each step.

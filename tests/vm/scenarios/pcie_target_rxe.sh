@@ -25,7 +25,7 @@ tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -x "$perf" ] || fail "not built: $perf"
-for tool in nvme fio python3 blkdiscard; do
+for tool in nvme fio jq blkdiscard; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs it)"
 done
 

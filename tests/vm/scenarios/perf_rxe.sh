@@ -44,18 +44,14 @@ tgt_write_config "$logs/nvmf_tgt.json" "$files"
 # The seed-001 subsystem: a null namespace (1 TiB of 512-byte blocks, nothing stored), deep
 # enough for the 96 I/Os of the run.
 NULL_NQN=nqn.2026-11.io.nvmf-vm:null0
-python3 - "$logs/nvmf_tgt.json" "$NULL_NQN" "$ADDR" <<'PY'
-import json, sys
-path, nqn, addr = sys.argv[1:4]
-config = json.load(open(path))
-config["bdevs"].append({"type": "null", "name": "Null0", "block_size": 512,
-                        "num_blocks": 2 ** 31, "queue_depth": 256})
-config["subsystems"].append({
-    "nqn": nqn, "serial_number": "NVMFVMNULL01", "model_number": "nvmf-vm null",
-    "allow_any_host": True, "namespaces": [{"nsid": 1, "bdev": "Null0"}],
-    "listeners": [{"adrfam": "ipv4", "traddr": addr, "trsvcid": "4420"}]})
-json.dump(config, open(path, "w"), indent=2)
-PY
+# (jq, not python3, here and below: under TCG a python3 start costs 2-3 s of a vCPU.)
+jq --arg nqn "$NULL_NQN" --arg addr "$ADDR" '
+  .bdevs += [{type: "null", name: "Null0", block_size: 512, num_blocks: 2147483648, queue_depth: 256}]
+  | .subsystems += [{nqn: $nqn, serial_number: "NVMFVMNULL01", model_number: "nvmf-vm null",
+      allow_any_host: true, namespaces: [{nsid: 1, bdev: "Null0"}],
+      listeners: [{adrfam: "ipv4", traddr: $addr, trsvcid: "4420"}]}]' \
+  "$logs/nvmf_tgt.json" >"$logs/nvmf_tgt.json.tmp" && mv "$logs/nvmf_tgt.json.tmp" "$logs/nvmf_tgt.json" ||
+  fail "could not add the null subsystem to $logs/nvmf_tgt.json"
 step "nvmf_tgt: $MALLOC_NQN (malloc), $FILE_NQN (uring on tmpfs), $NULL_NQN (null), interrupt mode"
 tgt_start "$tgt" "$logs/nvmf_tgt.json" "$logs/nvmf_tgt.log" --mode interrupt --reactors 1
 
@@ -75,24 +71,16 @@ done
 # count the switches (4 asked for per second: at least 2 per second done) and no failure.
 perf_run malloc-memreg-switch "$MALLOC_NQN" -w randrw -M 50 -q 16 -o 8192 --verify \
   --memreg-switch-every 0.25
-python3 - "$logs/malloc-memreg-switch.json" "$seconds" <<'PY' || fail "malloc-memreg-switch: too few switches or a failed one"
-import json, sys
-r = json.load(open(sys.argv[1]))
-switches, failed = r["memreg_switches"], r["memreg_switch_failures"]
-print(f"malloc-memreg-switch: {switches} switches, {failed} failed, time share {r['memreg_time_share']}")
-sys.exit(0 if switches >= 2 * int(sys.argv[2]) and failed == 0 else 1)
-PY
+jq -r '"malloc-memreg-switch: \(.memreg_switches) switches, \(.memreg_switch_failures) failed, time share \(.memreg_time_share)"' \
+  "$logs/malloc-memreg-switch.json"
+jq -e --argjson seconds "$seconds" '.memreg_switches >= 2 * $seconds and .memreg_switch_failures == 0' \
+  "$logs/malloc-memreg-switch.json" >/dev/null || fail "malloc-memreg-switch: too few switches or a failed one"
 
 # seed001: 12 queue pairs of depth 8 on one worker, sequential 4 KiB reads of the null device.
 perf_run seed001 "$NULL_NQN" -c 1 -P 12 -q 96 -w read -o 4096
-python3 - "$logs/seed001.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-c = r["config"]
-print(f"seed001: iops={r['iops']:.0f} mibps={r['mibps']:.1f} qpairs={c['cores'] * c['qpairs_per_worker']} "
-      f"qd_per_qpair={c['queue_depth'] // c['qpairs_per_worker']} seconds={c['time_s']} "
-      f"lat_avg_us={r['lat_us']['avg']} errors={r['errors']} json={sys.argv[1]}")
-PY
+jq -r --arg path "$logs/seed001.json" '.config as $c | "seed001: iops=\(.iops | round) mibps=\(.mibps) "
+  + "qpairs=\($c.cores * $c.qpairs_per_worker) qd_per_qpair=\($c.queue_depth / $c.qpairs_per_worker | floor) "
+  + "seconds=\($c.time_s) lat_avg_us=\(.lat_us.avg) errors=\(.errors) json=\($path)"' "$logs/seed001.json"
 
 step "stopping nvmf_tgt"
 tgt_stop

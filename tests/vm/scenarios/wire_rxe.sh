@@ -40,7 +40,7 @@ perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
 seconds="${3:-2}"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -x "$perf" ] || fail "not built: $perf"
-for tool in tshark dumpcap python3; do
+for tool in tshark dumpcap jq; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs tshark)"
 done
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -117,7 +117,7 @@ session() {
   tgt_check_log
   # What nvmf_perf asked for (max(128, q x namespaces + 1)) and what the wire must then carry.
   local asked completed
-  read -r asked completed <<<"$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r["config"]["io_queue_size"], r["ios"])' "$logs/$name.json")"
+  read -r asked completed <<<"$(jq -r '"\(.config.io_queue_size) \(.ios)"' "$logs/$name.json")"
   local want=$(( depth + 1 > 128 ? depth + 1 : 128 ))
   [ "$asked" -eq "$want" ] || fail "session $name: nvmf_perf asked for $asked I/O queue entries, expected max(128, $depth + 1) = $want"
   local granted=$(( asked < max_depth ? asked : max_depth ))
