@@ -21,12 +21,18 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs -o mode=0755 tmpfs /run
 modprobe configfs 2>/dev/null || true   # a module in Debian's kernel: nvmet needs it mounted
 mount -t configfs configfs /sys/kernel/config 2>/dev/null || true
-hostname nvmf-vm
 ip link set lo up
 
 # shellcheck source=/dev/null
 source "$RESULTS/run.env" || { echo "nvmf-vm: cannot read $RESULTS/run.env"; power_off; }
 export NVMF_REPO NVMF_BUILD_DIR NVMF_VM_SCENARIO
+hostname "nvmf-vm${NVMF_VM_PAIR_ROLE:+-$NVMF_VM_PAIR_ROLE}"
+if [ -n "${NVMF_VM_PAIR_ROLE:-}" ]; then   # one of vm-pair.sh's guests: the link and the folder
+  mkdir -p /nvmf-pair
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 pair /nvmf-pair ||
+    { echo "nvmf-vm: cannot mount the pair folder"; power_off; }
+  modprobe virtio_net || { echo "nvmf-vm: modprobe virtio_net failed"; power_off; }
+fi
 cd "$NVMF_REPO" || power_off
 
 read -r boot_s _ </proc/uptime

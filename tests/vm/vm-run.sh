@@ -27,6 +27,11 @@
 #   NVMF_VM_HOST_CPU=1  RESULTS/host_cpu.log: the host CPU of each QEMU thread, per second
 #                    (tests/vm/host_cpu.py), and a "host view" line per window a probe
 #                    announces ("PROBE NAME: window epoch START-END")
+#   NVMF_VM_PAIR_ROLE, NVMF_VM_PAIR_SOCKET, NVMF_VM_PAIR_DIR  set by tests/vm/vm-pair.sh for
+#                    each of its two guests: the role (target: QEMU listens on the unix
+#                    socket; host: QEMU connects to it), the socket of the virtio-net link
+#                    between the two guests (-netdev stream), and a host folder both guests
+#                    mount writable at /nvmf-pair (their hand-shake files)
 # Exit: the scenario's status; 1 on timeout, guest panic or harness error; 77 (ctest skip)
 # when QEMU or the kernel cannot be had, with the reason printed.
 set -euo pipefail
@@ -45,7 +50,7 @@ say() { echo "vm-run: $*" >&2; }
 skip() { say "SKIPPED: $*"; exit "$SKIP"; }
 die() { say "ERROR: $*"; exit 1; }
 usage() {
-  sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   local names=() file
   for file in "$repo"/tests/vm/scenarios/*.sh; do names+=("$(basename "$file" .sh)"); done
   echo "scenarios: ${names[*]}" >&2
@@ -285,6 +290,24 @@ if [ "$qmp" -eq 1 ]; then
   printf 'export NVMF_VM_QMP=1 NVMF_VM_QMP_DIR=/nvmf-vm/qmp\n' >>"$results/run.env"
 fi
 
+# --- optional: one of vm-pair.sh's two guests (a virtio-net link to the other, a shared folder)
+pair_role="${NVMF_VM_PAIR_ROLE:-}"
+if [ -n "$pair_role" ]; then
+  case "$pair_role" in
+    target) pair_server=on pair_mac=52:54:00:4e:56:01 ;;
+    host) pair_server=off pair_mac=52:54:00:4e:56:02 ;;
+    *) die "NVMF_VM_PAIR_ROLE must be target or host: $pair_role" ;;
+  esac
+  pair_socket="${NVMF_VM_PAIR_SOCKET:?NVMF_VM_PAIR_SOCKET: the unix socket of the link}"
+  pair_dir="$(cd "${NVMF_VM_PAIR_DIR:?NVMF_VM_PAIR_DIR: the shared folder}" && pwd -P)" ||
+    die "NVMF_VM_PAIR_DIR not found: $NVMF_VM_PAIR_DIR"
+  [[ "$pair_socket$pair_dir" != *,* ]] || die "pair paths must not hold commas: $pair_socket $pair_dir"
+  devices+=(-netdev "stream,id=pair,server=$pair_server,addr.type=unix,addr.path=$pair_socket"
+    -device "virtio-net-pci,netdev=pair,mac=$pair_mac"
+    -virtfs "local,path=$pair_dir,mount_tag=pair,security_model=none,multidevs=remap")
+  printf 'export NVMF_VM_PAIR_ROLE=%q\n' "$pair_role" >>"$results/run.env"
+fi
+
 # The guest's QMP requests (protocol in README.md): REQ.req holds "device_del ID"; the answer
 # goes to REQ.ack, "ok" or "error" on its first line and qmp.py's output after it.
 qmp_watch() {
@@ -331,6 +354,7 @@ say "scenario $scenario, kernel $kver, timeout ${timeout_s}s, results in $result
 say "host tree at $host_commit with $host_dirty uncommitted file(s), load $host_load"
 [ "$nvme_count" -eq 0 ] || say "q35 + intel-iommu, $nvme_count NVMe controller(s) at ${pci_list% } (${nvme_size_mb} MiB each)"
 [ "$qmp" -eq 0 ] || say "QMP socket $qmp_socket, guest requests in $results/qmp"
+[ -z "$pair_role" ] || say "pair: the $pair_role guest, link $pair_socket (server=$pair_server), shared folder $pair_dir"
 start=$(date +%s)
 stop_children() {   # QEMU (still running), the QMP watcher, a socket folder under /tmp
   [ -z "$qemu_pid" ] || kill "$qemu_pid" 2>/dev/null || true

@@ -23,6 +23,9 @@
 #              in --vm-boots guest boots: per workload, each mixed pairing's IOPS over the
 #              kernel pair's in each boot and how many boots reached 1.00 (issue 15's check),
 #              whether our host on our target was the fastest pair, and each boot's table
+#   vm-pair    with --vm-pair only: the same in two guests, one per side (tests/vm/vm-pair.sh
+#              side_by_side_rxe: the targets in one guest, the hosts in the other, one vCPU
+#              each, soft-RoCE over a virtio-net link), --vm-boots times
 # Timed runs are interleaved: each of N rounds runs every benchmark of the section once,
 # forward in odd rounds and backward in even ones, so drift favours none; the tables give the
 # best of the N runs and their spread. Google Benchmark and nvmf_perf write JSON
@@ -37,7 +40,8 @@
 #   --callgrind-ios N I/Os of the callgrind run (20000)
 #   --only LIST       comma-separated sections to regenerate (default: all but vm)
 #   --vm              also the VM side-by-side run (about 11 min a boot; needs QEMU, see tests/vm)
-#   --vm-boots N      guest boots of the VM run, one after the other (3)
+#   --vm-pair         also the two-guest VM run (about 16 min a boot)
+#   --vm-boots N      guest boots of each VM run, one after the other (3)
 #   --output FILE     write FILE instead of docs/performance.md (updated in place if it
 #                     exists, else made from docs/performance.md)
 #   --allow-dirty     run on a tree with uncommitted changes (a trial: refused with the
@@ -54,7 +58,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 doc=docs/performance.md
-all_sections=(machine ring bdev verbs-sim stack callgrind vm)
+all_sections=(machine ring bdev verbs-sim stack callgrind vm vm-pair)
 say() { echo "perf-report: $*" >&2; }
 die() { say "$*"; exit 2; }
 usage() { sed -n '2,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
@@ -67,6 +71,7 @@ callgrind_ios=20000
 vm_boots=3
 only=""
 vm=0
+vm_pair=0
 output=""
 allow_dirty=0
 keep=""
@@ -85,6 +90,7 @@ while [[ $# -gt 0 ]]; do
     --vm-boots) need "$@"; vm_boots="$2"; shift 2 ;;
     --only) need "$@"; only="$2"; shift 2 ;;
     --vm) vm=1; shift ;;
+    --vm-pair) vm_pair=1; shift ;;
     --output) need "$@"; output="$2"; shift 2 ;;
     --allow-dirty) allow_dirty=1; shift ;;
     --keep) need "$@"; keep="$2"; shift 2 ;;
@@ -117,9 +123,11 @@ if [[ -n "$only" ]]; then
     [[ ",$only," != *",$name,"* ]] || sections+=("$name")
   done
   if ((vm)) && [[ " ${sections[*]} " != *" vm "* ]]; then sections+=(vm); fi
+  if ((vm_pair)) && [[ " ${sections[*]} " != *" vm-pair "* ]]; then sections+=(vm-pair); fi
 else
   sections=(machine ring bdev verbs-sim stack callgrind)
   ((!vm)) || sections+=(vm)
+  ((!vm_pair)) || sections+=(vm-pair)
 fi
 has() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 
@@ -505,13 +513,14 @@ VM_MIXED = [("kernel", "poll", "kernel host on our target, poll"),
             ("ours", "kernel", "our host (polling) on the kernel target"),
             ("ours-intr", "kernel", "our host (interrupt) on the kernel target")]
 
-def vm_section():
+def vm_section(kind="vm"):
+    pair = kind == "vm-pair"
     boots, cpu = [], []
-    for r in sorted(runs.get(("vm", "side_by_side"), []), key=lambda r: r["round"]):
+    for r in sorted(runs.get((kind, "side_by_side"), []), key=lambda r: r["round"]):
         runs_of = vm_boot_runs(r) if r["rc"] == 0 and os.path.exists(r["file"]) else {}
         rows = vm_boot_iops(runs_of)
         if not rows:
-            failures.append(f"vm side_by_side_rxe boot {r['round']}: exit {r['rc']}"
+            failures.append(f"{kind} side_by_side_rxe boot {r['round']}: exit {r['rc']}"
                             + ("" if r["rc"] != 0 else ", no results"))
             continue
         boots.append((r, rows))
@@ -522,7 +531,11 @@ def vm_section():
         return ["The VM runs failed: no figures."]
     n = len(boots)
     heads = " | ".join(f"boot {r['round']}" for r, _ in boots)
-    out = [f"{n} guest boot{'s' if n > 1 else ''} of `side_by_side_rxe`, one after the other. "
+    what = (f"{n} boot{'s' if n > 1 else ''} of `tests/vm/vm-pair.sh side_by_side_rxe` (two "
+            "guests, one vCPU each: the targets in one, the hosts in the other), one after the "
+            "other. " if pair else
+            f"{n} guest boot{'s' if n > 1 else ''} of `side_by_side_rxe`, one after the other. ")
+    out = [what +
            "Each cell: the pairing's IOPS over the kernel host's on the kernel target (k/k), same "
            "workload, same boot, each the mean of the boot's rounds (the targets in alternating "
            "order); the last column counts the boots where it reached 1.00 "
@@ -558,11 +571,15 @@ def vm_section():
             cells.append(f"{'yes' if ratio >= 1.0 else 'NO'} ({ratio:.2f})")
         out.append(f"| {wname} | {' | '.join(cells)} |")
     if cpu:
-        out += ["", "Guest CPU per I/O in microseconds, the median of the boots: both vCPUs' busy "
+        out += ["", "Guest CPU per I/O in microseconds, the median of the boots: both guests' "
+                "busy time (target CPU: the target guest's busy time, whichever target / host "
+                "CPU: the host process's) over the run, per I/O done.", ""] if pair else \
+               ["", "Guest CPU per I/O in microseconds, the median of the boots: both vCPUs' busy "
                 "time (target CPU / host CPU) over the run, per I/O done; the kernel target's "
                 "CPU is all kernel time less the host process's (an upper bound, \\*). What "
                 "is in neither process is kernel work: soft-RoCE, wake-ups, system calls' "
-                "devices.", "",
+                "devices.", ""]
+        out += [
                 "| pairing | " + " | ".join(VM_WORKLOADS.values()) + " |",
                 "|---|" + "---:|" * len(VM_WORKLOADS)]
         for host, target, label in VM_CPU_PAIRS:
@@ -573,7 +590,7 @@ def vm_section():
                     cells.append("-")
                     continue
                 busy, tgt, hst = (statistics.median(g[i] for g in got) for i in range(3))
-                mark = "\\*" if target == "kernel" else ""
+                mark = "\\*" if target == "kernel" and not pair else ""
                 cells.append(f"{busy:.0f} ({tgt:.0f}{mark} / {hst:.0f})")
             out.append(f"| {label} | {' | '.join(cells)} |")
     for i, (r, _) in enumerate(boots):
@@ -587,7 +604,7 @@ def vm_section():
 
 RENDER = {"machine": machine_section, "ring": ring_section, "bdev": bdev_section,
           "verbs-sim": sim_section, "stack": stack_section, "callgrind": callgrind_section,
-          "vm": vm_section}
+          "vm": vm_section, "vm-pair": lambda: vm_section("vm-pair")}
 
 text = open(out_path).read()
 for name in meta["sections"]:
@@ -666,7 +683,7 @@ has verbs-sim && gbench+=(verbs-sim:verbs_sim_bench)
 for entry in "${gbench[@]}"; do targets+=("${entry#*:}"); done
 has stack && targets+=(nvmf_perf host_stack_bench core_rtt_bench)
 has callgrind && [[ " ${targets[*]-} " != *" host_stack_bench "* ]] && targets+=(host_stack_bench)
-if has vm; then
+if has vm || has vm-pair; then
   [[ " ${targets[*]-} " == *" nvmf_perf "* ]] || targets+=(nvmf_perf)
   targets+=(nvmf_tgt)
 fi
@@ -719,6 +736,13 @@ vm_cmd() {  # vm_cmd RAW BOOT: the scenario writes RAW/vm-BOOT/logs/side_by_side
   cmd+=(tests/vm/vm-run.sh --build-dir "$build" --timeout 1800 --results "$1/vm-$2" side_by_side_rxe
         "$(realpath -m "$build")/tools/nvmf_tgt" "$(realpath -m "$perf")")
 }
+vm_pair_cmd() {  # vm_pair_cmd RAW BOOT: the host guest writes RAW/vm-pair-BOOT/host/logs/side_by_side.md
+  out="vm-pair-$2/host/logs/side_by_side.md"
+  cmd=()
+  [[ -z "$vm_lock" ]] || cmd=(flock "$vm_lock")
+  cmd+=(tests/vm/vm-pair.sh --build-dir "$build" --timeout 2400 --results "$1/vm-pair-$2" side_by_side_rxe
+        "$(realpath -m "$build")/tools/nvmf_tgt" "$(realpath -m "$perf")")
+}
 # order ROUND COUNT: the indexes 0..COUNT-1, forward in odd rounds, backward in even ones
 order() {
   local i
@@ -761,6 +785,7 @@ if ((dry_run)); then
         done ;;
       callgrind) callgrind_cmd RAW; show "${cmd[@]}" ;;
       vm) for ((boot = 1; boot <= vm_boots; boot++)); do vm_cmd RAW "$boot"; show "${cmd[@]}"; done ;;
+      vm-pair) for ((boot = 1; boot <= vm_boots; boot++)); do vm_pair_cmd RAW "$boot"; show "${cmd[@]}"; done ;;
     esac
   done
   exit 0
@@ -853,6 +878,14 @@ if has vm; then
     run vm side_by_side "$boot" 2400
   done
   phase_end vm
+fi
+if has vm-pair; then
+  phase_start vm-pair
+  for ((boot = 1; boot <= vm_boots; boot++)); do
+    vm_pair_cmd "$raw" "$boot"
+    run vm-pair side_by_side "$boot" 2700
+  done
+  phase_end vm-pair
 fi
 phase_end all
 

@@ -43,7 +43,15 @@
 # results.tsv). Fails only when a run fails or does no I/O; the figures are measured, not judged.
 #   side_by_side_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS (3) [ROUNDS (2)]]]]
 #   (binaries: default from NVMF_BUILD_DIR)
-# Runs inside the guest only (vm-run.sh side_by_side_rxe).
+# Runs inside the guest only: `vm-run.sh side_by_side_rxe` (one guest, both sides), or
+# `vm-pair.sh side_by_side_rxe` (two guests, one vCPU each: the targets in the "target" guest,
+# the hosts in the "host" guest, soft-RoCE over a virtio-net link between them; lib/pair.sh).
+# In the pair the host guest runs every host against a target once the target guest has
+# posted it ready, and asks the target guest for its CPU figures before and after each run
+# (a file each way in /nvmf-pair; the target guest looks every 50 ms); there target CPU is the
+# target guest's non-idle time for every target (the target, rxe's packet work and whatever
+# else that guest does, as on a target machine), and guest busy is both guests' (at most 2 x
+# wall with one vCPU each).
 set -euo pipefail
 
 step() { echo "== [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
@@ -61,16 +69,23 @@ rounds="${4:-2}"
 for tool in nvme fio python3; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs it)"
 done
+is_role() { [ -z "$PAIR_ROLE" ] || [ "$PAIR_ROLE" = "$1" ]; }   # this guest runs that side
 
 # shellcheck source=lib/rxe.sh
-source "$(dirname "$0")/lib/rxe.sh"
+PAIR_ROLE="${NVMF_VM_PAIR_ROLE:-}"   # empty: one guest runs both sides
+if [ -z "$PAIR_ROLE" ]; then
+  source "$(dirname "$0")/lib/rxe.sh"
+else
+  # shellcheck source=lib/pair.sh
+  source "$(dirname "$0")/lib/pair.sh"
+fi
 # shellcheck source=lib/nvmf_tgt.sh
 source "$(dirname "$0")/lib/nvmf_tgt.sh"
 # shellcheck source=lib/nvme_host.sh
 source "$(dirname "$0")/lib/nvme_host.sh"
 # shellcheck source=lib/nvmet.sh
 source "$(dirname "$0")/lib/nvmet.sh"
-modprobe nvme-rdma
+! is_role host || modprobe nvme-rdma
 
 readonly KNQN=nqn.2014-08.io.nvmf-vm:bench-null OURNQN=nqn.2026-11.io.nvmf-vm:bench-null
 readonly KPORT=4420 OURPORT=4421
@@ -93,15 +108,49 @@ proc_cpu() {     # PID -> utime+stime in ticks
 guest_cpu() {    # -> "SYS+IRQ+SOFTIRQ BUSY" of all vCPUs in ticks
   awk '$1 == "cpu" { print $4 + $7 + $8, $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
 }
+# target_here: "NVMF_TGT SYS+IRQ+SOFTIRQ BUSY" in ticks, of the guest the target runs in (the
+# first 0 for the kernel target).
+target_here() {
+  local p=0
+  [ -z "$TGT_PID_NOW" ] || p="$(proc_cpu "$TGT_PID_NOW")"
+  echo "$p $(guest_cpu)"
+}
+SAMPLE=0   # the pair's sample requests, numbered alike in both guests
+# target_cpu: TARGET_CPU=(target_here of the target's guest); in the pair's host guest, asked
+# for (not in a subshell: SAMPLE counts on).
+target_cpu() {
+  if [ "$PAIR_ROLE" != host ]; then
+    read -r -a TARGET_CPU <<<"$(target_here)"
+    return
+  fi
+  SAMPLE=$((SAMPLE + 1))
+  pair_post "sample.$SAMPLE"
+  pair_wait "cpu.$SAMPLE" 60 0.02
+  read -r -a TARGET_CPU <"$PAIR/cpu.$SAMPLE"
+}
+# serve_samples NAME: the pair's target guest answers the host guest's sample requests until
+# the host guest posts NAME.
+serve_samples() {
+  until [ -e "$PAIR/$1" ]; do
+    if [ -e "$PAIR/sample.$((SAMPLE + 1))" ]; then
+      SAMPLE=$((SAMPLE + 1))
+      pair_post "cpu.$SAMPLE" "$(target_here)"
+      continue
+    fi
+    [ ! -e "$PAIR/failed.$PEER" ] || fail "the $PEER guest failed ($(cat "$PAIR/failed.$PEER"))"
+    sleep 0.05
+  done
+}
 
 # measure WORKLOAD HOST TARGET KIND JSON CMD...: runs CMD (fio or nvmf_perf writing JSON) and
 # appends one line to $results: workload host target iops tgt_cpu host_cpu busy wall round.
 measure() {
   local workload="$1" host="$2" target="$3" kind="$4" json="$5"
   shift 5
-  local t0 t1 g0 g1 p0=0 p1=0 rc=0 child
+  local t0 t1 g0 g1 s0 s1 rc=0 child
+  target_cpu
+  s0=("${TARGET_CPU[@]}")
   read -r -a g0 <<<"$(guest_cpu)"
-  [ -z "$TGT_PID_NOW" ] || p0="$(proc_cpu "$TGT_PID_NOW")"
   t0="$(date +%s.%N)"
   # The subshell waits for CMD, then reads its own cutime and cstime (words 14, 15 from state).
   read -r -a child <<<"$( (timeout $((seconds + 60)) "$@" >"$json.out" 2>&1 || echo "rc=$?" >&2
@@ -109,19 +158,20 @@ measure() {
              awk '{ print $14, $15 }' <<<"$stat") 2>"$json.rc")" || rc=$?
   [ "${#child[@]}" -eq 2 ] || rc=1
   t1="$(date +%s.%N)"
-  [ -z "$TGT_PID_NOW" ] || p1="$(proc_cpu "$TGT_PID_NOW")"
   read -r -a g1 <<<"$(guest_cpu)"
+  target_cpu
+  s1=("${TARGET_CPU[@]}")
   if [ -s "$json.rc" ] || [ "$rc" -ne 0 ]; then
     cat "$json.out" "$json.rc"
     fail "$workload, $host host -> $target target: the run failed"
   fi
-  python3 - "$kind" "$json" "$workload" "$host" "$target" "$t0" "$t1" \
-    "${g0[0]}" "${g1[0]}" "${g0[1]}" "${g1[1]}" "$p0" "$p1" "${child[@]}" "$ROUND" >>"$results" <<'PY' ||
+  python3 - "$kind" "$json" "$workload" "$host" "$target" "$t0" "$t1" "${s0[@]}" "${s1[@]}" \
+    "${g0[1]}" "${g1[1]}" "${child[@]}" "$ROUND" "${PAIR_ROLE:+pair}" >>"$results" <<'PY' ||
 import json, sys
 kind, path, workload, host, target = sys.argv[1:6]
 t0, t1 = float(sys.argv[6]), float(sys.argv[7])
-sys0, sys1, busy0, busy1, p0, p1, cut, cst = (int(x) for x in sys.argv[8:16])
-round_ = sys.argv[16]
+p0, sys0, tbusy0, p1, sys1, tbusy1, busy0, busy1, cut, cst = (int(x) for x in sys.argv[8:18])
+round_, pair = sys.argv[18], sys.argv[19] == "pair"
 hz = 100.0
 if kind == "fio":
     job = json.load(open(path))["jobs"][0]
@@ -135,12 +185,15 @@ else:
     iops = r["iops"]
 if iops <= 0:
     sys.exit("no I/O")
-if target == "kernel":   # the guest's kernel time less what is charged to the host process
-    tgt = max(0, (sys1 - sys0) - cst) / hz
-else:
+if pair:                 # the whole target guest's non-idle time, whichever target
+    tgt = (tbusy1 - tbusy0) / hz
+elif target != "kernel":
     tgt = (p1 - p0) / hz
+else:                    # the guest's kernel time less what is charged to the host process
+    tgt = max(0, (sys1 - sys0) - cst) / hz
+busy = busy1 - busy0 + (tbusy1 - tbusy0 if pair else 0)   # in the pair: both guests
 print(f"{workload}\t{host}\t{target}\t{iops:.0f}\t{tgt:.2f}\t{(cut + cst) / hz:.2f}\t"
-      f"{(busy1 - busy0) / hz:.2f}\t{t1 - t0:.1f}\t{round_}")
+      f"{busy / hz:.2f}\t{t1 - t0:.1f}\t{round_}")
 PY
     { cat "$json.out"; fail "$workload, $host host -> $target target: no usable result (above)"; }
   tail -n 1 "$results"
@@ -203,13 +256,25 @@ our_host() {
   done
 }
 
+# hosts_against TARGET PORT NQN: every host against the target just brought up, here or, in
+# the pair's target guest, in the host guest (this one answers its sample requests meanwhile).
+hosts_against() {
+  if [ "$PAIR_ROLE" = target ]; then
+    step "round $ROUND: $1 target ready: the host guest runs the hosts"
+    pair_post "ready.$ROUND.$1"
+    serve_samples "done.$ROUND.$1"
+  else
+    kernel_host "$@"
+    our_host "$@"
+  fi
+}
+
 # --- the targets ---------------------------------------------------------------------------
 # kernel_target: nvmet up, both hosts, nvmet down.
 kernel_target() {
   step "round $ROUND: kernel target: nvmet-rdma through configfs, $KNQN (null_blk, 4 KiB, 1 GiB), port $ADDR:$KPORT"
   nvmet_export "$KNQN" "$ADDR" "$KPORT"
-  kernel_host kernel "$KPORT" "$KNQN"
-  our_host kernel "$KPORT" "$KNQN"
+  hosts_against kernel "$KPORT" "$KNQN"
   step "round $ROUND: kernel target: tearing down"
   nvmet_unexport "$KNQN"
 }
@@ -264,8 +329,7 @@ our_target() {
   TGT_PID_NOW="$TGT_PID"
   sleep 1
   [ "$ROUND" != 1 ] || idle_cost "$mode $reactors"
-  kernel_host "$target" "$OURPORT" "$OURNQN"
-  our_host "$target" "$OURPORT" "$OURNQN"
+  hosts_against "$target" "$OURPORT" "$OURNQN"
   step "round $ROUND: our target ($mode, $reactors): stopping"
   tgt_stop
   tgt_check_log
@@ -276,15 +340,31 @@ for ((ROUND = 1; ROUND <= rounds; ROUND++)); do
   order=(kernel poll intr intr2)
   ((ROUND % 2)) || order=(intr2 intr poll kernel)
   for target in "${order[@]}"; do
-    if [ "$target" = kernel ]; then kernel_target; else our_target "$target"; fi
+    if [ "$PAIR_ROLE" = host ]; then   # the target guest brings it up and down
+      port="$OURPORT" nqn="$OURNQN"
+      [ "$target" != kernel ] || port="$KPORT" nqn="$KNQN"
+      step "round $ROUND: waiting for the target guest's $target target"
+      pair_wait "ready.$ROUND.$target" 600 0.2
+      kernel_host "$target" "$port" "$nqn"
+      our_host "$target" "$port" "$nqn"
+      pair_post "done.$ROUND.$target"
+    elif [ "$target" = kernel ]; then
+      kernel_target
+    else
+      our_target "$target"
+    fi
   done
 done
+if [ "$PAIR_ROLE" = target ]; then
+  echo "side_by_side_rxe: PASS: the target guest served $((rounds * 4)) targets (the table is in the host guest's log)"
+  exit 0
+fi
 
 # --- the table ----------------------------------------------------------------------------
-python3 - "$results" "$seconds" "$rounds" >"$logs/side_by_side.md" <<'PY'
+python3 - "$results" "$seconds" "$rounds" "${PAIR_ROLE:+pair}" >"$logs/side_by_side.md" <<'PY'
 import statistics, sys
 runs = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
-seconds, rounds = sys.argv[2], int(sys.argv[3])
+seconds, rounds, pair = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "pair"
 names = {"rr32x2": "randread QD32 x 2", "mix32x2": "randrw 70/30 QD32 x 2",
          "wr32x2": "randwrite QD32 x 2", "rr8x1": "randread QD8 x 1"}
 hosts = {"kernel": "kernel (fio)", "ours": "ours (nvmf_perf), poll",
@@ -311,12 +391,18 @@ for (w, h, t), rs in sorted(pairs.items(), key=lambda kv: (order[kv[0][0]], hord
     base = mean.get((w, "kernel", "kernel"))
     ratio = f"{mean[(w, h, t)] / base:.2f}" if base else "-"
     each = " / ".join(f"{r[1]:,.0f}" for r in sorted(rs))
-    tmark = "*" if t == "kernel" else ""
+    tmark = "*" if t == "kernel" and not pair else ""
     avg = [statistics.mean(r[i] for r in rs) for i in range(2, 6)]
     print(f"| {names[w]} | {hosts[h]} | {targets[t]} | {mean[(w, h, t)]:,.0f} | {ratio} | {each} "
           f"| {avg[0]:.2f}{tmark} | {avg[1]:.2f} | {avg[2]:.2f} | {avg[3]:.1f} |")
-print("\n\\* kernel target: the guest's sys+irq+softirq time less the host process's own sys "
-      "time, so it also counts rxe's packet work for both sides (an upper bound).")
+if pair:
+    print("\nTwo guests, one vCPU each (tests/vm/vm-pair.sh): the targets in one, the hosts in the "
+          "other. Target CPU: the target guest's non-idle time, for every target (the target "
+          "process or nvmet, rxe's packet work, the rest of that guest); guest busy: both "
+          "guests' non-idle time.")
+else:
+    print("\n\\* kernel target: the guest's sys+irq+softirq time less the host process's own sys "
+          "time, so it also counts rxe's packet work for both sides (an upper bound).")
 PY
 step "results"
 echo "side_by_side_rxe: table (also in $logs/side_by_side.md):"
