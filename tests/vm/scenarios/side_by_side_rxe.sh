@@ -47,8 +47,8 @@
 # `vm-pair.sh side_by_side_rxe` (two guests, one vCPU each: the targets in the "target" guest,
 # the hosts in the "host" guest, soft-RoCE over a virtio-net link between them; lib/pair.sh).
 # In the pair the host guest runs every host against a target once the target guest has
-# posted it ready, and asks the target guest for its CPU figures before and after each run
-# (a file each way in /nvmf-pair; the target guest looks every 50 ms); there target CPU is the
+# posted it ready (a file in /nvmf-pair), and asks the target guest for its CPU figures before
+# and after each run (over TCP: the target guest polls nothing); there target CPU is the
 # target guest's non-idle time for every target (the target, rxe's packet work and whatever
 # else that guest does, as on a target machine), and guest busy is both guests' (at most 2 x
 # wall with one vCPU each).
@@ -115,31 +115,69 @@ target_here() {
   [ -z "$TGT_PID_NOW" ] || p="$(proc_cpu "$TGT_PID_NOW")"
   echo "$p $(guest_cpu)"
 }
-SAMPLE=0   # the pair's sample requests, numbered alike in both guests
-# target_cpu: TARGET_CPU=(target_here of the target's guest); in the pair's host guest, asked
-# for (not in a subshell: SAMPLE counts on).
+# The pair's target guest answers the host guest's sample requests over TCP, not by files in
+# the shared folder: a loop looking for files there would run all along beside the target,
+# and each of its wake-ups is a switch between processes, which costs our target (a process)
+# 50-95 us under TCG and nvmet nothing. serve_host's server sleeps in accept() instead.
+readonly SAMPLE_PORT=4499
+# pair_ask REQUEST: one line to the target guest's server, its one-line answer in PAIR_ANSWER.
+pair_ask() {
+  local fd
+  exec {fd}<>"/dev/tcp/$TARGET_ADDR/$SAMPLE_PORT" || fail "cannot reach the target guest's sample server"
+  echo "$1" >&"$fd"
+  read -r -t 60 PAIR_ANSWER <&"$fd" || fail "no answer from the target guest to '$1'"
+  exec {fd}>&-
+}
+# target_cpu: TARGET_CPU=(target_here of the target's guest); in the pair's host guest, asked.
 target_cpu() {
   if [ "$PAIR_ROLE" != host ]; then
     read -r -a TARGET_CPU <<<"$(target_here)"
-    return
+  else
+    pair_ask sample
+    read -r -a TARGET_CPU <<<"$PAIR_ANSWER"
   fi
-  SAMPLE=$((SAMPLE + 1))
-  pair_post "sample.$SAMPLE"
-  pair_wait "cpu.$SAMPLE" 60 0.02
-  read -r -a TARGET_CPU <"$PAIR/cpu.$SAMPLE"
+  [ "${#TARGET_CPU[@]}" -eq 3 ] || fail "target CPU sample '${TARGET_CPU[*]}' is not three numbers"
 }
-# serve_samples NAME: the pair's target guest answers the host guest's sample requests until
-# the host guest posts NAME.
-serve_samples() {
-  until [ -e "$PAIR/$1" ]; do
-    if [ -e "$PAIR/sample.$((SAMPLE + 1))" ]; then
-      SAMPLE=$((SAMPLE + 1))
-      pair_post "cpu.$SAMPLE" "$(target_here)"
-      continue
-    fi
-    [ ! -e "$PAIR/failed.$PEER" ] || fail "the $PEER guest failed ($(cat "$PAIR/failed.$PEER"))"
-    sleep 0.05
+# serve_host NAME: the pair's target guest posts NAME (the target is up), then answers the host
+# guest's "sample" requests (target_here's figures) until it says "done" (10 min at most).
+serve_host() {
+  local listening=/run/sample-server.up server
+  rm -f "$listening"
+  python3 - "$TARGET_ADDR" "$SAMPLE_PORT" "${TGT_PID_NOW:-0}" "$listening" <<'PY' &
+import socket, sys
+addr, port, pid, listening = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def target_here():  # as the shell's target_here: process ticks, guest sys+irq+softirq, busy
+    p = 0
+    if pid:
+        with open(f"/proc/{pid}/stat") as f:
+            p = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+    return f"{p} {system + irq + softirq} {user + nice + system + irq + softirq + steal}"
+server = socket.create_server((addr, port))
+server.settimeout(600)
+open(listening, "w").close()
+while True:
+    conn, _ = server.accept()
+    with conn:
+        request = conn.makefile().readline().strip()
+        if request == "sample":
+            conn.sendall((target_here() + "\n").encode())
+        elif request == "done":
+            conn.sendall(b"ok\n")
+            break
+        else:
+            conn.sendall(b"unknown request\n")
+PY
+  server=$!
+  for _ in $(seq 1 300); do
+    [ ! -e "$listening" ] || break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
   done
+  [ -e "$listening" ] || fail "the sample server did not start"
+  pair_post "$1"
+  wait "$server" || fail "the sample server failed (no \"done\" from the host guest in 10 min?)"
 }
 
 # measure WORKLOAD HOST TARGET KIND JSON CMD...: runs CMD (fio or nvmf_perf writing JSON) and
@@ -261,8 +299,7 @@ our_host() {
 hosts_against() {
   if [ "$PAIR_ROLE" = target ]; then
     step "round $ROUND: $1 target ready: the host guest runs the hosts"
-    pair_post "ready.$ROUND.$1"
-    serve_samples "done.$ROUND.$1"
+    serve_host "ready.$ROUND.$1"
   else
     kernel_host "$@"
     our_host "$@"
@@ -347,7 +384,7 @@ for ((ROUND = 1; ROUND <= rounds; ROUND++)); do
       pair_wait "ready.$ROUND.$target" 600 0.2
       kernel_host "$target" "$port" "$nqn"
       our_host "$target" "$port" "$nqn"
-      pair_post "done.$ROUND.$target"
+      pair_ask done
     elif [ "$target" = kernel ]; then
       kernel_target
     else
