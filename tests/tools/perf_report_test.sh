@@ -343,4 +343,31 @@ expect_line "vm: CPU per I/O from the boot that names its run length" "| kernel 
 expect_line "vm: the first boot's table in full" "| canned table of boot 1 |"
 expect_line "vm: later boots folded" "<details><summary>Boot 2 in full</summary>"
 
+# --- the two-guest VM section (--vm-pair): the same renderer, the host guest's results folder,
+# the target guest's whole busy time as target CPU (no \* mark on the kernel target)
+out=$("$pr" --dry-run --only vm-pair --vm-pair --vm-boots 2 2>&1)
+count=$(grep -c "tests/vm/vm-pair.sh .*--results RAW/vm-pair-[12] side_by_side_rxe" <<<"$out")
+check "--vm-pair --vm-boots 2: two boots of vm-pair.sh" $((count != 2)) "$out"
+rawpair="$work/rawpair"
+mkdir -p "$rawpair"
+python3 - "$rawvm" "$rawpair" <<'PY'
+import json, os, shutil, sys
+vm, pair = sys.argv[1:3]
+for boot in (1, 2):
+    shutil.copytree(os.path.join(vm, f"vm-{boot}", "logs"), os.path.join(pair, f"vm-pair-{boot}", "host", "logs"))
+open(os.path.join(pair, "runs.tsv"), "w").write(
+    "".join(f"vm-pair\tside_by_side\t{b}\t0\tvm-pair-{b}/host/logs/side_by_side.md\n" for b in (1, 2)))
+meta = json.load(open(os.path.join(vm, "meta.json")))
+meta.update(sections=["vm-pair"], loads={k.replace("vm", "vm-pair"): v for k, v in meta["loads"].items()},
+            phase_of={"vm-pair": "vm-pair", "machine": "all"})
+json.dump(meta, open(os.path.join(pair, "meta.json"), "w"))
+PY
+doc="$work/vm-pair.md"
+printf '# Two guests\n<!-- perf-report:BEGIN vm-pair -->\nOLD\n<!-- perf-report:END vm-pair -->\n' >"$doc"
+out=$("$pr" --render "$rawpair" --output "$doc" 2>&1)
+check "--render of the two-guest boots" $? "$out"
+expect_line "vm-pair: what ran" "2 boots of \`tests/vm/vm-pair.sh side_by_side_rxe\` (two guests, one vCPU each"
+expect_line "vm-pair: a ratio per boot" "| randread QD32 x 2 | kernel host on our target, interrupt | 1.10 | 0.90 | 1 of 2 |"
+expect_line "vm-pair: target CPU unmarked" "| kernel host, kernel target | 673 (337 / 337) | 673 (337 / 337) |"
+
 check_summary perf_report

@@ -514,7 +514,7 @@ VM_MIXED = [("kernel", "poll", "kernel host on our target, poll"),
             ("ours-intr", "kernel", "our host (interrupt) on the kernel target")]
 
 def vm_section(kind="vm"):
-    pair = kind == "vm-pair"
+    two_guests = kind == "vm-pair"
     boots, cpu = [], []
     for r in sorted(runs.get((kind, "side_by_side"), []), key=lambda r: r["round"]):
         runs_of = vm_boot_runs(r) if r["rc"] == 0 and os.path.exists(r["file"]) else {}
@@ -533,7 +533,7 @@ def vm_section(kind="vm"):
     heads = " | ".join(f"boot {r['round']}" for r, _ in boots)
     what = (f"{n} boot{'s' if n > 1 else ''} of `tests/vm/vm-pair.sh side_by_side_rxe` (two "
             "guests, one vCPU each: the targets in one, the hosts in the other), one after the "
-            "other. " if pair else
+            "other. " if two_guests else
             f"{n} guest boot{'s' if n > 1 else ''} of `side_by_side_rxe`, one after the other. ")
     out = [what +
            "Each cell: the pairing's IOPS over the kernel host's on the kernel target (k/k), same "
@@ -573,7 +573,7 @@ def vm_section(kind="vm"):
     if cpu:
         out += ["", "Guest CPU per I/O in microseconds, the median of the boots: both guests' "
                 "busy time (target CPU: the target guest's busy time, whichever target / host "
-                "CPU: the host process's) over the run, per I/O done.", ""] if pair else \
+                "CPU: the host process's) over the run, per I/O done.", ""] if two_guests else \
                ["", "Guest CPU per I/O in microseconds, the median of the boots: both vCPUs' busy "
                 "time (target CPU / host CPU) over the run, per I/O done; the kernel target's "
                 "CPU is all kernel time less the host process's (an upper bound, \\*). What "
@@ -590,7 +590,7 @@ def vm_section(kind="vm"):
                     cells.append("-")
                     continue
                 busy, tgt, hst = (statistics.median(g[i] for g in got) for i in range(3))
-                mark = "\\*" if target == "kernel" and not pair else ""
+                mark = "\\*" if target == "kernel" and not two_guests else ""
                 cells.append(f"{busy:.0f} ({tgt:.0f}{mark} / {hst:.0f})")
             out.append(f"| {label} | {' | '.join(cells)} |")
     for i, (r, _) in enumerate(boots):
