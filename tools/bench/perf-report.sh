@@ -914,7 +914,7 @@ for line in e["PR_LOADS"].splitlines():
     loads[phase] = {"before": before, "after": after, "date": date}
 cells = [dict(zip(("name", "label", "perf", "bench"), c.split("|"))) for c in e["PR_CELLS"].splitlines()]
 phase_of = {"ring": "micro", "bdev": "micro", "verbs-sim": "micro", "stack": "stack",
-            "callgrind": "callgrind", "vm": "vm", "machine": "all"}
+            "callgrind": "callgrind", "vm": "vm", "vm-pair": "vm-pair", "machine": "all"}
 json.dump({"commit": e["PR_COMMIT"], "dirty": int(e["PR_DIRTY"]), "runs": int(e["PR_RUNS"]),
            "seconds": int(e["PR_SECONDS"]), "min_time": e["PR_MIN_TIME"], "sections": e["PR_SECTIONS"].split(),
            "loads": loads, "phase_of": phase_of, "stack_cells": cells,
