@@ -40,7 +40,7 @@
 #   --callgrind-ios N I/Os of the callgrind run (20000)
 #   --only LIST       comma-separated sections to regenerate (default: all but vm)
 #   --vm              also the VM side-by-side run (about 11 min a boot; needs QEMU, see tests/vm)
-#   --vm-pair         also the two-guest VM run (about 16 min a boot)
+#   --vm-pair         also the two-guest VM run (about 15 min a boot)
 #   --vm-boots N      guest boots of each VM run, one after the other (3)
 #   --output FILE     write FILE instead of docs/performance.md (updated in place if it
 #                     exists, else made from docs/performance.md)
@@ -729,18 +729,18 @@ callgrind_cmd() {  # callgrind_cmd RAW
   out=callgrind.json
   cmd=(tools/bench/callgrind-per-io.sh --ios "$callgrind_ios" --json "$1/$out" "$build")
 }
-vm_cmd() {  # vm_cmd RAW BOOT: the scenario writes RAW/vm-BOOT/logs/side_by_side.md (and results.tsv)
-  out="vm-$2/logs/side_by_side.md"
+vm_cmd() {  # vm_cmd SECTION RAW BOOT: side_by_side_rxe in one guest (vm: vm-run.sh writes
+  # RAW/vm-BOOT/logs/side_by_side.md, and results.tsv) or two (vm-pair: vm-pair.sh, the host
+  # guest's RAW/vm-pair-BOOT/host/logs/...); vm_limit: run's limit, past the guests' own
+  local runner=tests/vm/vm-run.sh timeout=1800 logs="$1-$3/logs"
+  vm_limit=2400
+  if [[ "$1" == vm-pair ]]; then
+    runner=tests/vm/vm-pair.sh timeout=2400 logs="$1-$3/host/logs" vm_limit=2700
+  fi
+  out="$logs/side_by_side.md"
   cmd=()
   [[ -z "$vm_lock" ]] || cmd=(flock "$vm_lock")
-  cmd+=(tests/vm/vm-run.sh --build-dir "$build" --timeout 1800 --results "$1/vm-$2" side_by_side_rxe
-        "$(realpath -m "$build")/tools/nvmf_tgt" "$(realpath -m "$perf")")
-}
-vm_pair_cmd() {  # vm_pair_cmd RAW BOOT: the host guest writes RAW/vm-pair-BOOT/host/logs/side_by_side.md
-  out="vm-pair-$2/host/logs/side_by_side.md"
-  cmd=()
-  [[ -z "$vm_lock" ]] || cmd=(flock "$vm_lock")
-  cmd+=(tests/vm/vm-pair.sh --build-dir "$build" --timeout 2400 --results "$1/vm-pair-$2" side_by_side_rxe
+  cmd+=("$runner" --build-dir "$build" --timeout "$timeout" --results "$2/$1-$3" side_by_side_rxe
         "$(realpath -m "$build")/tools/nvmf_tgt" "$(realpath -m "$perf")")
 }
 # order ROUND COUNT: the indexes 0..COUNT-1, forward in odd rounds, backward in even ones
@@ -784,8 +784,7 @@ if ((dry_run)); then
           done
         done ;;
       callgrind) callgrind_cmd RAW; show "${cmd[@]}" ;;
-      vm) for ((boot = 1; boot <= vm_boots; boot++)); do vm_cmd RAW "$boot"; show "${cmd[@]}"; done ;;
-      vm-pair) for ((boot = 1; boot <= vm_boots; boot++)); do vm_pair_cmd RAW "$boot"; show "${cmd[@]}"; done ;;
+      vm | vm-pair) for ((boot = 1; boot <= vm_boots; boot++)); do vm_cmd "$name" RAW "$boot"; show "${cmd[@]}"; done ;;
     esac
   done
   exit 0
@@ -871,22 +870,15 @@ if has callgrind; then
   run callgrind default 1 3600
   phase_end callgrind
 fi
-if has vm; then
-  phase_start vm
+for section in vm vm-pair; do
+  has "$section" || continue
+  phase_start "$section"
   for ((boot = 1; boot <= vm_boots; boot++)); do
-    vm_cmd "$raw" "$boot"
-    run vm side_by_side "$boot" 2400
+    vm_cmd "$section" "$raw" "$boot"
+    run "$section" side_by_side "$boot" "$vm_limit"
   done
-  phase_end vm
-fi
-if has vm-pair; then
-  phase_start vm-pair
-  for ((boot = 1; boot <= vm_boots; boot++)); do
-    vm_pair_cmd "$raw" "$boot"
-    run vm-pair side_by_side "$boot" 2700
-  done
-  phase_end vm-pair
-fi
+  phase_end "$section"
+done
 phase_end all
 
 # ---- what the figures belong to
