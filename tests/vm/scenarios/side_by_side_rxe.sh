@@ -71,9 +71,9 @@ for tool in nvme fio python3; do
 done
 is_role() { [ -z "$PAIR_ROLE" ] || [ "$PAIR_ROLE" = "$1" ]; }   # this guest runs that side
 
-# shellcheck source=lib/rxe.sh
 PAIR_ROLE="${NVMF_VM_PAIR_ROLE:-}"   # empty: one guest runs both sides
 if [ -z "$PAIR_ROLE" ]; then
+  # shellcheck source=lib/rxe.sh
   source "$(dirname "$0")/lib/rxe.sh"
 else
   # shellcheck source=lib/pair.sh
@@ -143,17 +143,15 @@ target_cpu() {
 serve_host() {
   local listening=/run/sample-server.up server
   rm -f "$listening"
-  python3 - "$TARGET_ADDR" "$SAMPLE_PORT" "${TGT_PID_NOW:-0}" "$listening" <<'PY' &
-import socket, sys
-addr, port, pid, listening = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-def target_here():  # as the shell's target_here: process ticks, guest sys+irq+softirq, busy
-    p = 0
-    if pid:
-        with open(f"/proc/{pid}/stat") as f:
-            p = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
-    with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
-    return f"{p} {system + irq + softirq} {user + nice + system + irq + softirq + steal}"
+  # Each sample is the shell's own target_here, run by the server (a bash start between runs,
+  # each side of the window alike): one definition of the figures.
+  export -f target_here proc_cpu guest_cpu
+  TGT_PID_NOW="${TGT_PID_NOW:-}" python3 - "$TARGET_ADDR" "$SAMPLE_PORT" "$listening" <<'PY' &
+import socket, subprocess, sys
+addr, port, listening = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def target_here():
+    return subprocess.run(["bash", "-c", "target_here"], capture_output=True, text=True,
+                          check=True).stdout.strip()
 server = socket.create_server((addr, port))
 server.settimeout(600)
 open(listening, "w").close()
