@@ -27,28 +27,78 @@
 # view, and NLB as a count (16 for NLB 15). It decodes a command capsule only when it fits one
 # RoCE packet (SEND only): a 4 KiB in-capsule write (SEND first/middle/last at path MTU 1024)
 # would not be decoded, hence 8 KiB I/O.
-#   wire_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS_PER_RUN (2)]]]   (binaries: default from NVMF_BUILD_DIR)
-# Runs inside the guest only (vm-run.sh wire_rxe).
+# Two halves: in the guest (vm-run.sh wire_rxe) the capture and the sessions, which leave the
+# capture and what each session must show in the results' logs/; on the host (`wire_rxe.sh
+# --host`, which ctest vm_wire_rxe runs and which boots the guest) tshark's decoding and the
+# checks. The same tshark either way (the guest's root is the host's), but under TCG its two
+# passes over the ~6,000 frames took 55 s of the 137 s scenario.
+#   wire_rxe.sh --host BUILD_DIR RESULTS_DIR [NVMF_TGT [NVMF_PERF [SECONDS_PER_RUN (2)]]]
+#   wire_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS_PER_RUN (2)]]]   (in the guest, run by vm-run.sh)
+# The binaries default to NVMF_BUILD_DIR's.
 set -euo pipefail
 
 step() { echo "== [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
 fail() { echo "wire_rxe: FAIL: $*"; exit 1; }
+here="$(cd "$(dirname "$0")" && pwd -P)"
+readonly BLOCK_SIZE=512 IO_SIZE=8192 ADMIN_ENTRIES=32
 
-[ "${NVMF_VM_SCENARIO:-}" = wire_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh wire_rxe"
+# decode_and_check LOGS (on the host): tshark -2 over LOGS/wire.pcap, lib/nvme_rdma_wire.awk
+# over what it decoded, against LOGS/wire-expect.sh (per session the NQN, the I/O queue entries
+# granted and the I/Os nvmf_perf counted; the two addresses), as the guest wrote them.
+decode_and_check() {
+  local logs="$1" nqns entries ios summary addr peer_addr entries_a entries_b field rc=0
+  # shellcheck source=/dev/null
+  source "$logs/wire-expect.sh" || fail "no $logs/wire-expect.sh: the guest half did not finish"
+  local fields=(frame.number infiniband.bth.opcode
+    infiniband.mad.attributeid infiniband.mad.transactionid infiniband.cm.req.serviceid.dport
+    infiniband.cm.req.ip_cm.sip4 infiniband.cm.req.ip_cm.dip4
+    nvme-rdma.cm.req.recfmt nvme-rdma.cm.req.qid nvme-rdma.cm.req.hrqsize nvme-rdma.cm.req.hsqsize
+    nvme-rdma.cm.req.cntlid nvme-rdma.cm.rsp.recfmt nvme-rdma.cm.rsp.crqsize
+    nvme-rdma.cmd.qid nvme.cmd.opc nvme.fabrics.cmd.opc nvme.fabrics.cmd.fctype
+    nvme.fabrics.cmd.connect.qid nvme.fabrics.cmd.connect.sqsize
+    nvme.fabrics.cmd.connect.data.subnqn nvme.fabrics.cmd.connect.data.cntrlid
+    nvme.fabrics.cqe.connect.cntrlid nvme.cqe.status nvme.cmd.nsid nvme.cmd.nlb)
+  local field_args=()
+  for field in "${fields[@]}"; do field_args+=(-e "$field"); done
+  echo "== host: tshark -2 -r wire.pcap -Y 'infiniband.mad || nvme-rdma' -T fields (${#fields[@]} fields)"
+  tshark -2 -r "$logs/wire.pcap" -Y 'infiniband.mad || nvme-rdma' -T fields -E header=y \
+    -E separator=/t -E occurrence=f "${field_args[@]}" >"$logs/wire-fields.tsv" 2>"$logs/tshark.log" ||
+    { cat "$logs/tshark.log"; fail "tshark failed (above)"; }
+  echo "$(($(wc -l <"$logs/wire-fields.tsv") - 1)) CM and NVMe/RDMA frames decoded (logs/wire-fields.tsv; the capture: logs/wire.pcap)"
+  echo "== host: checking the decoded fields"
+  printf '%s' "$summary"
+  awk -F'\t' -v nqns="$nqns" -v entries="$entries" -v ios="$ios" -v admin="$ADMIN_ENTRIES" \
+    -v nlb=$((IO_SIZE / BLOCK_SIZE)) -v port=4420 -v addr="$addr" -v peer="$peer_addr" \
+    -f "$here/lib/nvme_rdma_wire.awk" "$logs/wire-fields.tsv" >"$logs/wire-check.txt" || rc=$?
+  cat "$logs/wire-check.txt"
+  [ "$rc" -eq 0 ] || fail "the wire does not carry what host and target meant (wire: FAIL lines above)"
+  read -r entries_a entries_b <<<"$entries"
+  echo "wire_rxe: PASS: tshark decoded the CM REQ/REP (QID, HRQSIZE, HSQSIZE, CNTLID, CRQSIZE), Connect, Property Get/Set, Identify, read and write commands with the values meant, in both sessions ($entries_a and $entries_b I/O queue entries)"
+}
+
+if [ "${1:-}" = --host ]; then
+  [ $# -ge 3 ] || fail "usage: wire_rxe.sh --host BUILD_DIR RESULTS_DIR [NVMF_TGT [NVMF_PERF [SECONDS_PER_RUN]]]"
+  command -v tshark >/dev/null || fail "tshark not installed (scripts/install-deps.sh installs it)"
+  build="$2" results="$3"
+  shift 3
+  rc=0
+  "$here/../vm-run.sh" --build-dir "$build" --results "$results" wire_rxe "$@" || rc=$?
+  [ "$rc" -eq 0 ] || exit "$rc"   # 77 (skipped) included
+  decode_and_check "$results/logs"
+  exit 0
+fi
+
+# --- in the guest ---------------------------------------------------------------------------
+[ "${NVMF_VM_SCENARIO:-}" = wire_rxe ] ||
+  fail "runs inside the VM guest, started by: tests/vm/scenarios/wire_rxe.sh --host BUILD_DIR RESULTS_DIR"
 tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
 seconds="${3:-2}"
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -x "$perf" ] || fail "not built: $perf"
-for tool in tshark dumpcap jq; do
+for tool in dumpcap jq; do
   command -v "$tool" >/dev/null || fail "$tool not installed on the host (scripts/install-deps.sh installs tshark)"
 done
-here="$(cd "$(dirname "$0")" && pwd)"
-
-# The first tshark start reads its 110 MB library over 9p, which under TCG takes most of a
-# minute; read it into the page cache now, while the rest is set up and runs.
-wslib="$(ldd "$(command -v tshark)" | awk '$1 ~ /^libwireshark\.so/ { print $3 }')"
-[ -z "$wslib" ] || { cat "$wslib" >/dev/null 2>&1 & }
 
 # shellcheck source=lib/rxe_wire.sh
 source "$here/lib/rxe_wire.sh"
@@ -65,7 +115,6 @@ mkdir -p "$logs"
 work="$(mktemp -d)"
 kmsg_mark
 
-readonly BLOCK_SIZE=512 IO_SIZE=8192 ADMIN_ENTRIES=32
 # wire_config FILE NQN MAX_QUEUE_DEPTH: one malloc namespace at $ADDR:4420.
 wire_config() {
   cat >"$1" <<EOF
@@ -136,33 +185,12 @@ cp "$work/wire.pcap" "$logs/wire.pcap" && chmod 644 "$logs/wire.pcap"
 grep -q -E "^Packets received/dropped on interface 'veth0': [0-9]+/0 \(pcap:0/dumpcap:0/" "$work/dumpcap.log" ||
   fail "dumpcap dropped packets (above): the counts below would not add up"
 
-fields=(frame.number infiniband.bth.opcode
-  infiniband.mad.attributeid infiniband.mad.transactionid infiniband.cm.req.serviceid.dport
-  infiniband.cm.req.ip_cm.sip4 infiniband.cm.req.ip_cm.dip4
-  nvme-rdma.cm.req.recfmt nvme-rdma.cm.req.qid nvme-rdma.cm.req.hrqsize nvme-rdma.cm.req.hsqsize
-  nvme-rdma.cm.req.cntlid nvme-rdma.cm.rsp.recfmt nvme-rdma.cm.rsp.crqsize
-  nvme-rdma.cmd.qid nvme.cmd.opc nvme.fabrics.cmd.opc nvme.fabrics.cmd.fctype
-  nvme.fabrics.cmd.connect.qid nvme.fabrics.cmd.connect.sqsize
-  nvme.fabrics.cmd.connect.data.subnqn nvme.fabrics.cmd.connect.data.cntrlid
-  nvme.fabrics.cqe.connect.cntrlid nvme.cqe.status nvme.cmd.nsid nvme.cmd.nlb)
-field_args=()
-for field in "${fields[@]}"; do field_args+=(-e "$field"); done
-step "tshark -2 -r wire.pcap -Y 'infiniband.mad || nvme-rdma' -T fields (${#fields[@]} fields)"
-tshark -2 -r "$work/wire.pcap" -Y 'infiniband.mad || nvme-rdma' -T fields -E header=y \
-  -E separator=/t -E occurrence=f "${field_args[@]}" >"$logs/wire-fields.tsv" 2>"$work/tshark.log" ||
-  { cat "$work/tshark.log"; fail "tshark failed (above)"; }
-echo "$(($(wc -l <"$logs/wire-fields.tsv") - 1)) CM and NVMe/RDMA frames decoded (logs/wire-fields.tsv; the capture: logs/wire.pcap)"
-
-step "checking the decoded fields"
-printf '%s' "$summary"
-rc=0
-awk -F'\t' -v nqns="$nqns" -v entries="$entries" -v ios="$ios" -v admin="$ADMIN_ENTRIES" \
-  -v nlb=$((IO_SIZE / BLOCK_SIZE)) -v port=4420 -v addr="$ADDR" -v peer="$PEER_ADDR" \
-  -f "$here/lib/nvme_rdma_wire.awk" "$logs/wire-fields.tsv" >"$logs/wire-check.txt" || rc=$?
-cat "$logs/wire-check.txt"
-[ "$rc" -eq 0 ] || fail "the wire does not carry what host and target meant (wire: FAIL lines above)"
+# What the host half checks the decoded frames against.
+{
+  printf 'nqns=%q entries=%q ios=%q addr=%q peer_addr=%q\n' "$nqns" "$entries" "$ios" "$ADDR" "$PEER_ADDR"
+  printf 'summary=%q\n' "$summary"
+} >"$logs/wire-expect.sh"
 
 kmsg_check wire_rxe
 printf 'wire_rxe: results\n%s' "$PERF_SUMMARY"
-read -r entries_a entries_b <<<"$entries"
-echo "wire_rxe: PASS: tshark decoded the CM REQ/REP (QID, HRQSIZE, HSQSIZE, CNTLID, CRQSIZE), Connect, Property Get/Set, Identify, read and write commands with the values meant, in both sessions ($entries_a and $entries_b I/O queue entries)"
+echo "wire_rxe: guest half done: $logs/wire.pcap and wire-expect.sh for the host half (wire_rxe.sh --host decodes and checks)"
