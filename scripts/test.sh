@@ -75,12 +75,14 @@ asan_tier() {
   local asan_dir="${BUILD_DIR}-asan"
   # -O1 -gline-tables-only (ASan's advice; reports keep file:line): 11-16% less compile CPU
   # than -O2 -g per translation unit here, and objects a third smaller to link. The tools' own
-  # code at -O0 (tools/CMakeLists.txt): their CLI11/JSON files were the slowest objects.
+  # code and the control plane's JSON code in src/ at -O0 (tools/CMakeLists.txt,
+  # cmake/nvmf.cmake): their CLI11/JSON files were the slowest objects.
   CC=clang CXX=clang++ cmake -S . -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     -DNVMF_FUZZ=ON -DNVMF_BUILD_BENCH=OFF "-DNVMF_FUZZ_SECONDS=${NVMF_FUZZ_SECONDS:-20}" \
-    "-DNVMF_TEST_COMPILE_FLAGS=$TEST_COMPILE_FLAGS" -DNVMF_TOOLS_COMPILE_FLAGS=-O0 ||
+    "-DNVMF_TEST_COMPILE_FLAGS=$TEST_COMPILE_FLAGS" -DNVMF_TOOLS_COMPILE_FLAGS=-O0 \
+    -DNVMF_CONTROL_COMPILE_FLAGS=-O0 ||
     return 1
   nice -n 10 cmake --build "$asan_dir" || return 1
   echo "test.sh: the ASan+UBSan build took $(($(date +%s) - stage_began)) s"
@@ -104,7 +106,7 @@ tsan_tier() {
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
     -DNVMF_SANITIZE=thread -DNVMF_BUILD_BENCH=OFF "-DNVMF_TEST_COMPILE_FLAGS=$TEST_COMPILE_FLAGS" \
-    -DNVMF_TOOLS_COMPILE_FLAGS=-O0 ||
+    -DNVMF_TOOLS_COMPILE_FLAGS=-O0 -DNVMF_CONTROL_COMPILE_FLAGS=-O0 ||
     return 1
   nice -n 10 cmake --build "$TSAN_DIR" --target "${TSAN_BINARIES[@]}" || return 1
   echo "test.sh: the TSan build took $(($(date +%s) - began)) s"
