@@ -19,10 +19,7 @@ fail() { echo "kernel_target_rxe: FAIL: $*"; exit 1; }
 
 [ "${NVMF_VM_SCENARIO:-}" = kernel_target_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh kernel_target_rxe"
 perf="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_perf}"
-# 1 s per run: each run is still a few thousand verified I/Os under TCG, which is what it is
-# for here (each key policy's data path over real verbs); the races the policies exist for are
-# hunted in the simulated HCA (SimAdversarial). At 3 s, most of this scenario's guest time.
-seconds="${2:-1}"
+seconds="${2:-1}"   # lib/perf.sh says why 1 s
 [ -x "$perf" ] || fail "not built: $perf"
 
 # shellcheck source=lib/rxe.sh

@@ -23,10 +23,7 @@ fail() { echo "perf_rxe: FAIL: $*"; exit 1; }
 [ "${NVMF_VM_SCENARIO:-}" = perf_rxe ] || fail "runs inside the VM guest: tests/vm/vm-run.sh perf_rxe"
 tgt="${1:-${NVMF_BUILD_DIR:?}/tools/nvmf_tgt}"
 perf="${2:-$NVMF_BUILD_DIR/tools/nvmf_perf}"
-# 1 s per run: each run is still a few thousand verified I/Os under TCG, which is what it is
-# for here (each key policy's data path over real verbs); the races the policies exist for are
-# hunted in the simulated HCA (SimAdversarial). At 3 s, most of this scenario's guest time.
-seconds="${3:-1}"
+seconds="${3:-1}"   # lib/perf.sh says why 1 s
 [ -x "$tgt" ] || fail "not built: $tgt"
 [ -x "$perf" ] || fail "not built: $perf"
 

@@ -3,6 +3,10 @@
 # (the binary), PERF_SECONDS (-t) and PERF_LOGS (where each run's NAME.log and NAME.json go:
 # the scenario's logs/ folder in the results) first. A caller may define perf_on_failure() to
 # show more when a run fails.
+# The CI scenarios run each nvmf_perf for 1 s by default (perf_rxe, kernel_target_rxe,
+# interrupt_rxe; 3 s until 3cf7ff7): still a thousand or more verified I/Os per run under TCG,
+# which is what a run is for here (each key policy's data path over real verbs); the races the
+# policies exist for are hunted in the simulated HCA (SimAdversarial).
 command -v jq >/dev/null || fail "jq not installed on the host (scripts/install-deps.sh installs it)"
 PERF_RUNS=0
 PERF_SUMMARY=""
