@@ -14,8 +14,8 @@
 # more than half a CPU idle. Passes when all runs are clean, the three idle figures are below
 # 5% and the poll figure above 50%, nvmf_tgt logged no error and stopped cleanly both times,
 # and the kernel logged no nvme/rdma trouble.
-# The host side in interrupt mode is not possible: our host library only polls (nvmf_perf has
-# no interrupt mode), so only the target's mode is exercised here.
+# Only the target's mode is exercised here; nvmf_perf's own --mode interrupt runs in
+# side_by_side_rxe (label bench) and against the sim in tests/tools/nvmf_perf_test.sh.
 #   interrupt_rxe.sh [NVMF_TGT [NVMF_PERF [SECONDS_PER_RUN (1)]]]   (binaries: default from NVMF_BUILD_DIR)
 # Runs inside the guest only (vm-run.sh interrupt_rxe).
 set -euo pipefail
